@@ -1,0 +1,304 @@
+-- fencing 1.0: fencing tokens as a property of the database.
+\echo Use "CREATE EXTENSION fencing" to load this file. \quit
+
+-------------------------------------------------------------------------------
+-- The token type: a 64-bit integer in 1 .. 9223372036854775807, stored and sent
+-- exactly like bigint (int8 wire format), with its own checked input.
+-------------------------------------------------------------------------------
+CREATE TYPE fencing.token;
+
+CREATE FUNCTION fencing.token_in(cstring) RETURNS fencing.token
+    AS 'MODULE_PATHNAME', 'fencing_token_in' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION fencing.token_out(fencing.token) RETURNS cstring
+    AS 'MODULE_PATHNAME', 'fencing_token_out' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION fencing.token_recv(internal) RETURNS fencing.token
+    AS 'MODULE_PATHNAME', 'fencing_token_recv' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION fencing.token_send(fencing.token) RETURNS bytea
+    AS 'int8send' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE TYPE fencing.token (
+    INPUT = fencing.token_in,
+    OUTPUT = fencing.token_out,
+    RECEIVE = fencing.token_recv,
+    SEND = fencing.token_send,
+    INTERNALLENGTH = 8,
+    PASSEDBYVALUE,
+    ALIGNMENT = double,
+    STORAGE = plain,
+    CATEGORY = 'N'
+);
+COMMENT ON TYPE fencing.token IS 'fencing token: a strictly increasing 64-bit lock-grant number (1 .. 9223372036854775807)';
+
+-- Comparison: the representation is int8's, so int8's own functions apply.
+CREATE FUNCTION fencing.token_eq(fencing.token, fencing.token) RETURNS boolean AS 'int8eq' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION fencing.token_ne(fencing.token, fencing.token) RETURNS boolean AS 'int8ne' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION fencing.token_lt(fencing.token, fencing.token) RETURNS boolean AS 'int8lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION fencing.token_le(fencing.token, fencing.token) RETURNS boolean AS 'int8le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION fencing.token_gt(fencing.token, fencing.token) RETURNS boolean AS 'int8gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION fencing.token_ge(fencing.token, fencing.token) RETURNS boolean AS 'int8ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION fencing.token_cmp(fencing.token, fencing.token) RETURNS integer AS 'btint8cmp' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION fencing.token_sortsupport(internal) RETURNS void AS 'btint8sortsupport' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION fencing.token_hash(fencing.token) RETURNS integer AS 'hashint8' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION fencing.token_hash_extended(fencing.token, bigint) RETURNS bigint AS 'hashint8extended' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION fencing.token_smaller(fencing.token, fencing.token) RETURNS fencing.token AS 'int8smaller' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION fencing.token_larger(fencing.token, fencing.token) RETURNS fencing.token AS 'int8larger' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE OPERATOR fencing.= (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_eq,
+    COMMUTATOR = OPERATOR(fencing.=), NEGATOR = OPERATOR(fencing.<>), RESTRICT = eqsel, JOIN = eqjoinsel, HASHES, MERGES);
+CREATE OPERATOR fencing.<> (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_ne,
+    COMMUTATOR = OPERATOR(fencing.<>), NEGATOR = OPERATOR(fencing.=), RESTRICT = neqsel, JOIN = neqjoinsel);
+CREATE OPERATOR fencing.< (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_lt,
+    COMMUTATOR = OPERATOR(fencing.>), NEGATOR = OPERATOR(fencing.>=), RESTRICT = scalarltsel, JOIN = scalarltjoinsel);
+CREATE OPERATOR fencing.<= (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_le,
+    COMMUTATOR = OPERATOR(fencing.>=), NEGATOR = OPERATOR(fencing.>), RESTRICT = scalarlesel, JOIN = scalarlejoinsel);
+CREATE OPERATOR fencing.> (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_gt,
+    COMMUTATOR = OPERATOR(fencing.<), NEGATOR = OPERATOR(fencing.<=), RESTRICT = scalargtsel, JOIN = scalargtjoinsel);
+CREATE OPERATOR fencing.>= (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_ge,
+    COMMUTATOR = OPERATOR(fencing.<=), NEGATOR = OPERATOR(fencing.<), RESTRICT = scalargesel, JOIN = scalargejoinsel);
+
+CREATE OPERATOR CLASS fencing.token_ops DEFAULT FOR TYPE fencing.token USING btree AS
+    OPERATOR 1 fencing.<,
+    OPERATOR 2 fencing.<=,
+    OPERATOR 3 fencing.=,
+    OPERATOR 4 fencing.>=,
+    OPERATOR 5 fencing.>,
+    FUNCTION 1 fencing.token_cmp(fencing.token, fencing.token),
+    FUNCTION 2 fencing.token_sortsupport(internal);
+
+CREATE OPERATOR CLASS fencing.token_hash_ops DEFAULT FOR TYPE fencing.token USING hash AS
+    OPERATOR 1 fencing.=,
+    FUNCTION 1 fencing.token_hash(fencing.token),
+    FUNCTION 2 fencing.token_hash_extended(fencing.token, bigint);
+
+CREATE AGGREGATE fencing.min(fencing.token) (
+    SFUNC = fencing.token_smaller, STYPE = fencing.token, SORTOP = OPERATOR(fencing.<),
+    COMBINEFUNC = fencing.token_smaller, PARALLEL = SAFE);
+CREATE AGGREGATE fencing.max(fencing.token) (
+    SFUNC = fencing.token_larger, STYPE = fencing.token, SORTOP = OPERATOR(fencing.>),
+    COMBINEFUNC = fencing.token_larger, PARALLEL = SAFE);
+
+-- Casts: integers assign to tokens without a cast (<= 0 raises 22003); a token
+-- reads back as bigint with an explicit or assignment cast.
+CREATE FUNCTION fencing.token(integer) RETURNS fencing.token
+    AS 'MODULE_PATHNAME', 'fencing_token_from_int4' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION fencing.token(bigint) RETURNS fencing.token
+    AS 'MODULE_PATHNAME', 'fencing_token_from_int8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE CAST (integer AS fencing.token) WITH FUNCTION fencing.token(integer) AS IMPLICIT;
+CREATE CAST (bigint AS fencing.token) WITH FUNCTION fencing.token(bigint) AS IMPLICIT;
+CREATE CAST (fencing.token AS bigint) WITHOUT FUNCTION AS ASSIGNMENT;
+
+-------------------------------------------------------------------------------
+-- Fence state. Tokens come from one database-wide counter (so every resource's
+-- tokens are strictly increasing, and one log-ahead WAL record serves many
+-- acquisitions); the per-resource row remembers the latest token and the
+-- holder's grant time and lease. Rows are written by the module only: token,
+-- granted_at and lease_ms in place with WAL-logged page updates, the row
+-- itself once per resource. Both are part of pg_dump's output.
+-------------------------------------------------------------------------------
+CREATE SEQUENCE fencing.token_seq AS bigint MINVALUE 1 NO MAXVALUE START 1 CACHE 1 NO CYCLE;
+
+CREATE TABLE fencing.fence_state (
+    key        bigint  NOT NULL,   -- 64-bit key of resource (src/core/resource_key)
+    token      bigint  NOT NULL,   -- latest token issued for resource
+    granted_at integer NOT NULL,   -- seconds since 2000-01-01 UTC of the latest grant
+    lease_ms   integer NOT NULL,   -- lease of the latest grant in milliseconds, 0 for none
+    resource   text    NOT NULL COLLATE "C",
+    CONSTRAINT fence_state_pkey PRIMARY KEY (key)
+) WITH (fillfactor = 100);
+ALTER TABLE fencing.fence_state ALTER COLUMN resource SET STORAGE PLAIN;
+
+SELECT pg_catalog.pg_extension_config_dump('fencing.fence_state', '');
+SELECT pg_catalog.pg_extension_config_dump('fencing.token_seq', '');
+REVOKE ALL ON fencing.fence_state FROM PUBLIC;
+REVOKE ALL ON SEQUENCE fencing.token_seq FROM PUBLIC;
+
+-------------------------------------------------------------------------------
+-- Acquisition and release.
+-------------------------------------------------------------------------------
+CREATE FUNCTION fencing.acquire(resource text, wait interval DEFAULT NULL, lease interval DEFAULT NULL)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_acquire' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION fencing.try_acquire(resource text)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_try_acquire' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION fencing.acquire_xact(resource text, wait interval DEFAULT NULL, lease interval DEFAULT NULL)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_acquire_xact' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION fencing.try_acquire_xact(resource text)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_try_acquire_xact' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION fencing.release(resource text)
+    RETURNS boolean AS 'MODULE_PATHNAME', 'fencing_release' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION fencing.release_all()
+    RETURNS integer AS 'MODULE_PATHNAME', 'fencing_release_all' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION fencing.current(resource text)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_current' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION fencing.validate(resource text, token fencing.token)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_validate' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION fencing.renew(resource text)
+    RETURNS interval AS 'MODULE_PATHNAME', 'fencing_renew' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- The 64-bit lock key of a resource name (the value in fence_state.key).
+CREATE FUNCTION fencing.resource_key(resource text)
+    RETURNS bigint AS 'MODULE_PATHNAME', 'fencing_resource_key' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-------------------------------------------------------------------------------
+-- fencing.locks: one row per held or awaited fencing lock.
+-- Lock tags: advisory tags of our own (field4 = 32257, and 32258 for token tags), so applications'
+-- pg_advisory_lock keys (field4 1 and 2) never meet ours. Session holds are
+-- ExclusiveLock, transaction holds ShareRowExclusiveLock.
+-------------------------------------------------------------------------------
+DO $$
+BEGIN
+  EXECUTE format($v$
+    CREATE VIEW fencing.locks AS
+    SELECT s.resource,
+           CASE WHEN l.granted THEN s.token::fencing.token END AS token,
+           l.pid,
+           CASE l.mode WHEN 'ExclusiveLock' THEN 'session' ELSE 'transaction' END AS scope,
+           l.granted,
+           CASE WHEN l.granted THEN pg_catalog.to_timestamp(946684800 + s.granted_at) ELSE %s END AS since,
+           a.application_name,
+           CASE WHEN l.granted AND s.lease_ms > 0 THEN pg_catalog.make_interval(secs => s.lease_ms / 1000.0) END AS lease,
+           CASE WHEN l.granted AND s.lease_ms > 0 THEN
+                (CASE WHEN a.state = 'active' THEN pg_catalog.now() ELSE a.state_change END)
+                + pg_catalog.make_interval(secs => s.lease_ms / 1000.0) END AS expires_at
+      FROM pg_catalog.pg_locks l
+      LEFT JOIN fencing.fence_state s ON s.key = ((l.classid::bigint << 32) | l.objid::bigint)
+      LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+     WHERE l.locktype = 'advisory' AND l.objsubid = 32257
+       AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+  $v$, CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 140000 THEN 'l.waitstart' ELSE 'NULL::timestamptz' END);
+END
+$$;
+GRANT SELECT ON fencing.locks TO PUBLIC;
+
+-------------------------------------------------------------------------------
+-- Enforcement: the trigger function and protect/unprotect.
+-------------------------------------------------------------------------------
+CREATE FUNCTION fencing.enforce() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'fencing_enforce' LANGUAGE C;
+
+-- Decodes pg_trigger.tgargs into text[] (used by fencing.protected).
+CREATE FUNCTION fencing.trigger_args(bytea) RETURNS text[]
+    AS 'MODULE_PATHNAME', 'fencing_trigger_args' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- Moves the token counter past `floor` (never backwards) for a table being
+-- protected; only the table's owner may. Used by fencing.protect.
+CREATE FUNCTION fencing.advance_past(tbl regclass, floor bigint) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'fencing_advance_past' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+CREATE FUNCTION fencing.protect(tbl regclass, token_column name DEFAULT NULL, allow_equal boolean DEFAULT false,
+                                on_stale text DEFAULT 'error', fence_deletes boolean DEFAULT false)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    r           record;
+    col         name;
+    coltype     oid;
+    token_type  oid := 'fencing.token'::regtype;
+    n           integer;
+    floor_value bigint;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = '22004';
+    END IF;
+    SELECT c.oid, c.relname, c.relkind, c.relowner, n.nspname INTO r
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    IF r.relkind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION '"%" is not a table', r.relname USING ERRCODE = '42809',
+              DETAIL = 'Only tables and partitioned tables can be protected.';
+    END IF;
+    IF NOT pg_has_role(current_user, r.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', r.relname USING ERRCODE = '42501',
+              HINT = 'Only the table''s owner or a superuser may protect or unprotect it.';
+    END IF;
+    IF on_stale IS NULL OR on_stale NOT IN ('error', 'skip') THEN
+        RAISE EXCEPTION 'invalid value for on_stale: %', coalesce(quote_literal(on_stale), 'NULL') USING ERRCODE = '22023',
+              HINT = 'on_stale is ''error'' (raise SQLSTATE FN001) or ''skip'' (leave the row unchanged).';
+    END IF;
+    IF allow_equal IS NULL OR fence_deletes IS NULL THEN
+        RAISE EXCEPTION 'allow_equal and fence_deletes must not be null' USING ERRCODE = '22004';
+    END IF;
+
+    IF token_column IS NULL THEN
+        SELECT count(*), min(a.attname) INTO n, col
+          FROM pg_attribute a WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.atttypid = token_type;
+        IF n <> 1 THEN
+            SELECT a.attname INTO col FROM pg_attribute a
+             WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = 'fence_token';
+            IF col IS NULL THEN
+                RAISE EXCEPTION 'table % has no fence token column', r.relname USING ERRCODE = '42703',
+                      DETAIL = CASE WHEN n > 1 THEN format('It has %s columns of type fencing.token and none is named fence_token.', n)
+                                    ELSE 'It has no column of type fencing.token and no column named fence_token.' END,
+                      HINT = 'Name the column with the token_column argument: fencing.protect(tbl, token_column => ''...'').';
+            END IF;
+        END IF;
+    ELSE
+        SELECT a.attname INTO col FROM pg_attribute a
+         WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = token_column;
+        IF col IS NULL THEN
+            RAISE EXCEPTION 'column "%" of table % does not exist', token_column, r.relname USING ERRCODE = '42703',
+                  HINT = 'The token_column argument must name an existing column of type fencing.token or bigint.';
+        END IF;
+    END IF;
+
+    SELECT a.atttypid INTO coltype FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col;
+    IF coltype NOT IN ('bigint'::regtype, token_type) THEN
+        RAISE EXCEPTION 'column "%" of table % is of type %', col, r.relname, format_type(coltype, NULL)
+              USING ERRCODE = '42804', HINT = 'A fence token column must be of type fencing.token or bigint.';
+    END IF;
+
+    IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce') THEN
+        EXECUTE format('DROP TRIGGER %I ON %I.%I', '~fencing_enforce', r.nspname, r.relname);
+    END IF;
+    EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE ON %I.%I FOR EACH ROW '
+                   'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L)',
+                   '~fencing_enforce', r.nspname, r.relname, col, allow_equal::text, on_stale, fence_deletes::text);
+
+    -- Tokens issued from now on must be newer than every token the table holds.
+    EXECUTE format('SELECT max(%I::bigint) FROM %I.%I', col, r.nspname, r.relname) INTO floor_value;
+    IF floor_value IS NOT NULL THEN
+        PERFORM fencing.advance_past(tbl, floor_value);
+    END IF;
+
+    FOR r IN SELECT t.tgname FROM pg_trigger t
+              WHERE t.tgrelid = tbl AND NOT t.tgisinternal AND t.tgenabled <> 'D'
+                AND t.tgname > '~fencing_enforce' COLLATE "C"
+                AND (t.tgtype & 2) <> 0 AND (t.tgtype & 1) <> 0 AND (t.tgtype & (4 | 16)) <> 0 LOOP
+        RAISE WARNING 'trigger "%" fires after the fencing check', r.tgname
+              USING DETAIL = 'Writes to the table are refused while a BEFORE ROW INSERT or UPDATE trigger fires after "~fencing_enforce".',
+                    HINT = 'Rename the trigger so that its name sorts before "~fencing_enforce".';
+    END LOOP;
+END
+$fn$;
+
+CREATE FUNCTION fencing.unprotect(tbl regclass) RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    r record;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = '22004';
+    END IF;
+    SELECT c.relname, c.relowner, n.nspname INTO r
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    IF NOT pg_has_role(current_user, r.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', r.relname USING ERRCODE = '42501',
+              HINT = 'Only the table''s owner or a superuser may protect or unprotect it.';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce' AND t.tgparentid = 0) THEN
+        RETURN false;
+    END IF;
+    EXECUTE format('DROP TRIGGER %I ON %I.%I', '~fencing_enforce', r.nspname, r.relname);
+    RETURN true;
+END
+$fn$;
+
+CREATE VIEW fencing.protected AS
+SELECT t.tgrelid::regclass AS tbl,
+       a[1]::name          AS token_column,
+       a[2]::boolean       AS allow_equal,
+       a[3]::text          AS on_stale,
+       a[4]::boolean       AS fence_deletes
+  FROM pg_catalog.pg_trigger t
+ CROSS JOIN LATERAL (SELECT fencing.trigger_args(t.tgargs)) AS x(a)
+ WHERE t.tgfoid = 'fencing.enforce()'::pg_catalog.regprocedure
+   AND NOT t.tgisinternal
+   AND (t.tgparentid = 0);
+GRANT SELECT ON fencing.protected TO PUBLIC;

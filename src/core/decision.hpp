@@ -1,0 +1,59 @@
+// The write-acceptance decision: the single place that decides whether a row
+// write on a protected table is accepted. Every case is unit-tested in
+// tests/unit/decision_test.cpp; the trigger only gathers the inputs and acts
+// on the verdict.
+#pragma once
+#include "core/no_postgres.hpp"
+
+#include <cstdint>
+#include <optional>
+
+namespace fencing::core {
+
+enum class WriteEvent { insert, update, del };
+enum class OnStale { error, skip };
+
+struct ProtectMode {
+    bool allow_equal = false;
+    OnStale on_stale = OnStale::error;
+    bool fence_deletes = false;
+};
+
+struct WriteInput {
+    WriteEvent event = WriteEvent::update;
+    // The existing row's token (UPDATE, DELETE); empty when the column is NULL.
+    std::optional<std::int64_t> stored;
+    // The new row's token column (INSERT, UPDATE); empty when NULL.
+    std::optional<std::int64_t> row_token;
+    // UPDATE only: the statement assigns the token column itself.
+    bool assigned = false;
+    // The transaction's fencing.token setting; empty when unset.
+    std::optional<std::int64_t> setting;
+};
+
+enum class Verdict {
+    accept,          // write the row (filling in the token when fill_row says so)
+    reject_error,    // raise FN001
+    reject_skip,     // leave the row unchanged, do not count it
+};
+
+enum class RejectReason {
+    none,
+    no_token,        // no incoming token at all (NULL column and no setting)
+    not_newer,       // incoming <= stored (or == without allow_equal / explicit token)
+};
+
+struct Decision {
+    Verdict verdict = Verdict::accept;
+    RejectReason reason = RejectReason::none;
+    // The token the write is judged with (empty when there is none).
+    std::optional<std::int64_t> incoming;
+    // The incoming token came from the setting and must be written into the row.
+    bool fill_row = false;
+    // DELETE on a table without fence_deletes: accepted without a check.
+    bool unchecked = false;
+};
+
+Decision decide(const WriteInput& in, const ProtectMode& mode) noexcept;
+
+}  // namespace fencing::core

@@ -1,0 +1,104 @@
+#define FENCING_CORE_SOURCE 1
+#include "core/hold_ledger.hpp"
+
+#include <algorithm>
+
+namespace fencing::core {
+
+std::uint32_t Hold::xact_total() const noexcept {
+    std::uint32_t n = 0;
+    for (const auto& level : xact) n += level.second;
+    return n;
+}
+
+void HoldLedger::add(std::uint64_t key, std::int64_t token, bool session, std::uint32_t subxact,
+                     std::int64_t lease_ms) {
+    Hold& h = holds_[key];
+    if (!h.held()) {
+        h.token = token;
+        h.lease_ms = lease_ms;
+    } else if (lease_ms > 0 && (h.lease_ms == 0 || lease_ms < h.lease_ms)) {
+        h.lease_ms = lease_ms;
+    }
+    if (session) {
+        ++h.session;
+        return;
+    }
+    if (!h.xact.empty() && h.xact.back().first == subxact)
+        ++h.xact.back().second;
+    else
+        h.xact.emplace_back(subxact, 1);
+}
+
+bool HoldLedger::release_session(std::uint64_t key) {
+    auto it = holds_.find(key);
+    if (it == holds_.end() || it->second.session == 0) return false;
+    --it->second.session;
+    drop_if_free(it);
+    return true;
+}
+
+const Hold* HoldLedger::find(std::uint64_t key) const noexcept {
+    auto it = holds_.find(key);
+    return it == holds_.end() ? nullptr : &it->second;
+}
+
+void HoldLedger::forget(std::uint64_t key) noexcept { holds_.erase(key); }
+
+std::vector<std::pair<std::uint64_t, std::uint32_t>> HoldLedger::session_holds() const {
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> out;
+    for (const auto& [key, h] : holds_)
+        if (h.session > 0) out.emplace_back(key, h.session);
+    return out;
+}
+
+void HoldLedger::subxact_commit(std::uint32_t sub, std::uint32_t parent) {
+    for (auto& [key, h] : holds_) {
+        (void)key;
+        for (auto& level : h.xact)
+            if (level.first == sub) level.first = parent;
+        // Merge adjacent entries that now name the same subtransaction.
+        std::vector<std::pair<std::uint32_t, std::uint32_t>> merged;
+        for (const auto& level : h.xact) {
+            if (!merged.empty() && merged.back().first == level.first)
+                merged.back().second += level.second;
+            else
+                merged.push_back(level);
+        }
+        h.xact.swap(merged);
+    }
+}
+
+void HoldLedger::subxact_abort(std::uint32_t sub) {
+    for (auto it = holds_.begin(); it != holds_.end();) {
+        auto& xs = it->second.xact;
+        xs.erase(std::remove_if(xs.begin(), xs.end(), [sub](const auto& l) { return l.first == sub; }), xs.end());
+        auto next = std::next(it);
+        drop_if_free(it);
+        it = next;
+    }
+}
+
+void HoldLedger::xact_end() {
+    for (auto it = holds_.begin(); it != holds_.end();) {
+        it->second.xact.clear();
+        auto next = std::next(it);
+        drop_if_free(it);
+        it = next;
+    }
+}
+
+std::int64_t HoldLedger::shortest_lease() const noexcept {
+    std::int64_t best = 0;
+    for (const auto& [key, h] : holds_) {
+        (void)key;
+        if (h.lease_ms > 0 && (best == 0 || h.lease_ms < best)) best = h.lease_ms;
+    }
+    return best;
+}
+
+void HoldLedger::drop_if_free(std::unordered_map<std::uint64_t, Hold>::iterator it) {
+    if (!it->second.held()) holds_.erase(it);
+}
+
+}  // namespace fencing::core

@@ -1,0 +1,66 @@
+// This session's fencing holds: per resource key, how many session-scoped and
+// transaction-scoped holds it has (transaction holds per subtransaction, since
+// an aborted subtransaction releases the locks it took), the token they were
+// granted with, and the lease they asked for.
+//
+// The lock manager is the source of truth for whether a lock is held; the
+// ledger only remembers what the lock manager cannot tell us (scope counts,
+// token, lease). The glue re-synchronises it when the two disagree (e.g. after
+// pg_advisory_unlock_all()).
+#pragma once
+#include "core/no_postgres.hpp"
+
+#include <cstdint>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace fencing::core {
+
+struct Hold {
+    std::int64_t token = 0;
+    std::uint32_t session = 0;
+    // (subtransaction id, count), innermost last.
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> xact;
+    std::int64_t lease_ms = 0;  // 0: no lease
+
+    std::uint32_t xact_total() const noexcept;
+    bool held() const noexcept { return session > 0 || xact_total() > 0; }
+};
+
+class HoldLedger {
+public:
+    // Records one more hold of `key`. `token` and `lease_ms` replace the
+    // stored ones only for a key that was not held (a nested hold keeps them,
+    // except that a shorter non-zero lease wins).
+    void add(std::uint64_t key, std::int64_t token, bool session, std::uint32_t subxact, std::int64_t lease_ms);
+
+    // Removes one session hold. False when there is none.
+    bool release_session(std::uint64_t key);
+
+    // The hold of key, or nullptr.
+    const Hold* find(std::uint64_t key) const noexcept;
+
+    // Forget every hold of key (the lock manager says it is gone).
+    void forget(std::uint64_t key) noexcept;
+
+    // Keys that have session holds, with their counts.
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> session_holds() const;
+
+    // Subtransaction `sub` committed into `parent`: its holds now belong to the parent.
+    void subxact_commit(std::uint32_t sub, std::uint32_t parent);
+    // Subtransaction `sub` aborted: its transaction holds are gone.
+    void subxact_abort(std::uint32_t sub);
+    // The top-level transaction ended: every transaction hold is gone.
+    void xact_end();
+
+    // Shortest lease among held keys; 0 when none is leased.
+    std::int64_t shortest_lease() const noexcept;
+    std::size_t size() const noexcept { return holds_.size(); }
+
+private:
+    void drop_if_free(std::unordered_map<std::uint64_t, Hold>::iterator it);
+    std::unordered_map<std::uint64_t, Hold> holds_;
+};
+
+}  // namespace fencing::core

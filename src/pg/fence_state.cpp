@@ -1,0 +1,284 @@
+#include "pg/fence_state.hpp"
+
+#include "pg/settings.hpp"
+
+extern "C" {
+#include "catalog/index.h"
+#include "catalog/pg_class.h"
+#include "replication/walsender.h"
+#include "utils/fmgroids.h"
+}
+
+namespace fencing::pg {
+
+namespace {
+
+// Column layout of fencing.fence_state; checked once per relcache entry.
+constexpr int kAttKey = 1, kAttToken = 2, kAttGrantedAt = 3, kAttLease = 4, kAttResource = 5;
+constexpr int kNatts = 5;
+
+struct Oids {
+    Oid state = InvalidOid;
+    Oid index = InvalidOid;
+    Oid seq = InvalidOid;
+};
+Oids cached;
+bool callback_registered = false;
+
+void invalidate_oids(Datum, Oid relid) {
+    if (relid == InvalidOid || relid == cached.state || relid == cached.index || relid == cached.seq)
+        cached = Oids{};
+}
+
+const Oids& oids() {
+    if (OidIsValid(cached.state)) return cached;
+    if (!callback_registered) {
+        CacheRegisterRelcacheCallback(invalidate_oids, (Datum)0);
+        callback_registered = true;
+    }
+    Oid nsp = get_namespace_oid("fencing", true);
+    Oid state = OidIsValid(nsp) ? get_relname_relid("fence_state", nsp) : InvalidOid;
+    Oid index = OidIsValid(nsp) ? get_relname_relid("fence_state_pkey", nsp) : InvalidOid;
+    Oid seq = OidIsValid(nsp) ? get_relname_relid("token_seq", nsp) : InvalidOid;
+    if (!OidIsValid(state) || !OidIsValid(index) || !OidIsValid(seq))
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("fencing extension is not installed in this database"),
+                        errhint("Run CREATE EXTENSION fencing.")));
+    cached = Oids{state, index, seq};
+    return cached;
+}
+
+void check_layout(Relation rel) {
+    TupleDesc d = RelationGetDescr(rel);
+    bool ok = d->natts == kNatts && TupleDescAttr(d, kAttKey - 1)->atttypid == INT8OID &&
+              TupleDescAttr(d, kAttToken - 1)->atttypid == INT8OID &&
+              TupleDescAttr(d, kAttGrantedAt - 1)->atttypid == INT4OID &&
+              TupleDescAttr(d, kAttLease - 1)->atttypid == INT4OID &&
+              TupleDescAttr(d, kAttResource - 1)->atttypid == TEXTOID;
+    if (!ok)
+        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.fence_state has an unexpected layout"),
+                        errhint("The table was altered by hand; reinstall the fencing extension.")));
+}
+
+// Offsets of the fixed-width columns in a tuple without nulls.
+constexpr std::size_t kOffKey = 0, kOffToken = 8, kOffGrantedAt = 16, kOffLease = 20;
+
+struct Found {
+    bool found = false;
+    ItemPointerData tid;
+    StateRow row;
+};
+
+[[noreturn]] void report_collision(const char* resource, int len, std::uint64_t key) {
+    ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
+                    errmsg("fencing resource \"%.*s\" collides with another resource name", len, resource),
+                    errdetail("Both names hash to lock key %lld.", static_cast<long long>(key)),
+                    errhint("Use a different resource name.")));
+    pg_unreachable();
+}
+
+Found lookup(Relation rel, Oid index, std::uint64_t key, const char* resource, int len) {
+    Found f;
+    ScanKeyData skey;
+    ScanKeyInit(&skey, kAttKey, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(static_cast<std::int64_t>(key)));
+    SysScanDesc scan = systable_beginscan(rel, index, true, SnapshotSelf, 1, &skey);
+    HeapTuple tup = systable_getnext(scan);
+    if (HeapTupleIsValid(tup)) {
+        TupleDesc d = RelationGetDescr(rel);
+        bool isnull = false;
+        Datum res = heap_getattr(tup, kAttResource, d, &isnull);
+        text* stored = DatumGetTextPP(res);
+        if (isnull || VARSIZE_ANY_EXHDR(stored) != static_cast<Size>(len) ||
+            memcmp(VARDATA_ANY(stored), resource, len) != 0)
+            report_collision(resource, len, key);
+        f.found = true;
+        f.tid = tup->t_self;
+        f.row.found = true;
+        f.row.token = DatumGetInt64(heap_getattr(tup, kAttToken, d, &isnull));
+        f.row.granted_at = DatumGetInt32(heap_getattr(tup, kAttGrantedAt, d, &isnull));
+        f.row.lease_ms = DatumGetInt32(heap_getattr(tup, kAttLease, d, &isnull));
+    }
+    systable_endscan(scan);
+    return f;
+}
+
+std::int32_t now_seconds() {
+    return static_cast<std::int32_t>(GetCurrentTimestamp() / USECS_PER_SEC);
+}
+
+// Overwrites token, granted_at and lease_ms of the row at tid, WAL-logged as a
+// generic record (not flushed here).
+void update_in_place(Relation rel, ItemPointer tid, std::uint64_t key, std::int64_t token, std::int32_t granted_at,
+                     std::int32_t lease_ms) {
+    Buffer buf = ReadBuffer(rel, ItemPointerGetBlockNumber(tid));
+    LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+    Page page = BufferGetPage(buf);
+    OffsetNumber off = ItemPointerGetOffsetNumber(tid);
+    if (off < FirstOffsetNumber || off > PageGetMaxOffsetNumber(page) || !ItemIdIsNormal(PageGetItemId(page, off))) {
+        UnlockReleaseBuffer(buf);
+        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fence state row of key %lld vanished",
+                                                                  static_cast<long long>(key))));
+    }
+    GenericXLogState* state = GenericXLogStart(rel);
+    Page copy = GenericXLogRegisterBuffer(state, buf, 0);
+    HeapTupleHeader htup = reinterpret_cast<HeapTupleHeader>(PageGetItem(copy, PageGetItemId(copy, off)));
+    char* data = reinterpret_cast<char*>(htup) + htup->t_hoff;
+    std::int64_t stored_key;
+    memcpy(&stored_key, data + kOffKey, sizeof stored_key);
+    if ((htup->t_infomask & HEAP_HASNULL) || stored_key != static_cast<std::int64_t>(key)) {
+        GenericXLogAbort(state);
+        UnlockReleaseBuffer(buf);
+        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fence state row of key %lld moved",
+                                                                  static_cast<long long>(key))));
+    }
+    memcpy(data + kOffToken, &token, sizeof token);
+    memcpy(data + kOffGrantedAt, &granted_at, sizeof granted_at);
+    memcpy(data + kOffLease, &lease_ms, sizeof lease_ms);
+    GenericXLogFinish(state);
+    UnlockReleaseBuffer(buf);
+}
+
+// First acquisition of a resource: insert its row. The tuple is inserted
+// frozen, so it stays (and is visible to everyone) even if this transaction
+// aborts: the token it records was handed out either way.
+void insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource, int len, std::int64_t token,
+                std::int32_t granted_at, std::int32_t lease_ms) {
+    Datum values[kNatts];
+    bool nulls[kNatts] = {false, false, false, false, false};
+    values[kAttKey - 1] = Int64GetDatum(static_cast<std::int64_t>(key));
+    values[kAttToken - 1] = Int64GetDatum(token);
+    values[kAttGrantedAt - 1] = Int32GetDatum(granted_at);
+    values[kAttLease - 1] = Int32GetDatum(lease_ms);
+    values[kAttResource - 1] = PointerGetDatum(cstring_to_text_with_len(resource, len));
+    HeapTuple tup = heap_form_tuple(RelationGetDescr(rel), values, nulls);
+    heap_insert(rel, tup, GetCurrentCommandId(true), HEAP_INSERT_FROZEN, nullptr);
+
+    Relation irel = index_open(index, RowExclusiveLock);
+    IndexInfo* info = BuildIndexInfo(irel);
+    Datum ivalues[1] = {values[kAttKey - 1]};
+    bool inulls[1] = {false};
+#if PG_VERSION_NUM >= 140000
+    index_insert(irel, ivalues, inulls, &tup->t_self, rel, UNIQUE_CHECK_YES, false, info);
+#else
+    index_insert(irel, ivalues, inulls, &tup->t_self, rel, UNIQUE_CHECK_YES, info);
+#endif
+    index_close(irel, RowExclusiveLock);
+    heap_freetuple(tup);
+}
+
+// LSN of the newest WAL record that covers the sequence's current value.
+XLogRecPtr sequence_lsn(Oid seq) {
+    Relation rel = relation_open(seq, AccessShareLock);
+    Buffer buf = ReadBuffer(rel, 0);
+    LockBuffer(buf, BUFFER_LOCK_SHARE);
+    XLogRecPtr lsn = PageGetLSN(BufferGetPage(buf));
+    UnlockReleaseBuffer(buf);
+    relation_close(rel, AccessShareLock);
+    return lsn;
+}
+
+// Whether synchronous standbys are configured (the checkpointer's view, as
+// SyncRepWaitForLSN uses it). The field changed shape in minor releases.
+bool sync_standbys_defined() {
+    if (max_wal_senders <= 0 || WalSndCtl == nullptr) return false;
+#ifdef SYNC_STANDBY_DEFINED
+    return (WalSndCtl->sync_standbys_status & SYNC_STANDBY_DEFINED) != 0;
+#else
+    return WalSndCtl->sync_standbys_defined;
+#endif
+}
+
+bool sync_standby_confirmed(XLogRecPtr lsn) {
+    LWLockAcquire(SyncRepLock, LW_SHARED);
+    bool ok = WalSndCtl->lsn[SYNC_REP_WAIT_FLUSH] >= lsn;
+    LWLockRelease(SyncRepLock);
+    return ok;
+}
+
+// The token must be durable before it leaves the backend: locally, and on
+// synchronous standbys where they are configured, whatever this session's
+// synchronous_commit says.
+void make_durable(XLogRecPtr lsn) {
+    XLogFlush(lsn);
+    if (!sync_standbys_defined()) return;
+    int saved = synchronous_commit;
+    if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_FLUSH) synchronous_commit = SYNCHRONOUS_COMMIT_REMOTE_FLUSH;
+    PG_TRY();
+    { SyncRepWaitForLSN(lsn, false); }
+    PG_FINALLY();
+    { synchronous_commit = saved; }
+    PG_END_TRY();
+    if (sync_standbys_defined() && !sync_standby_confirmed(lsn))
+        ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+                        errmsg("fence token was not confirmed by the synchronous standby"),
+                        errdetail("The wait for synchronous replication was canceled before the standby flushed the token."),
+                        errhint("The token was not handed out; acquire again.")));
+}
+
+void check_sync_standby_required() {
+    if (!require_sync_standby()) return;
+    bool defined = sync_standbys_defined() && SyncRepStandbyNames != nullptr && SyncRepStandbyNames[0] != '\0';
+    if (!defined)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("fencing.require_sync_standby is on but no synchronous standby is configured"),
+                        errdetail("Tokens issued without a synchronous standby can be issued again after a failover."),
+                        errhint("Set synchronous_standby_names, or turn fencing.require_sync_standby off.")));
+}
+
+}  // namespace
+
+std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::int32_t lease_ms) {
+    const Oids& o = oids();
+    Oid state_oid = o.state, index_oid = o.index, seq_oid = o.seq;
+    check_sync_standby_required();
+
+    std::int64_t token = nextval_internal(seq_oid, false);
+    XLogRecPtr covering = sequence_lsn(seq_oid);
+
+    Relation rel = table_open(state_oid, RowExclusiveLock);
+    check_layout(rel);
+    Found f = lookup(rel, index_oid, key, resource, len);
+    std::int32_t now = now_seconds();
+    if (f.found)
+        update_in_place(rel, &f.tid, key, token, now, lease_ms);
+    else
+        insert_row(rel, index_oid, key, resource, len, token, now, lease_ms);
+    table_close(rel, RowExclusiveLock);
+
+    make_durable(covering);
+    return token;
+}
+
+StateRow read_state(std::uint64_t key, const char* resource, int len) {
+    const Oids& o = oids();
+    Relation rel = table_open(o.state, AccessShareLock);
+    check_layout(rel);
+    Found f = lookup(rel, o.index, key, resource, len);
+    table_close(rel, AccessShareLock);
+    return f.row;
+}
+
+std::int64_t advance_counter_past(std::int64_t floor) {
+    const Oids& o = oids();
+    // Self-conflicting, and conflicting with nextval's RowExclusiveLock: no
+    // token can be issued between the read and the setval below.
+    LockRelationOid(o.seq, ShareRowExclusiveLock);
+    std::int64_t v = nextval_internal(o.seq, false);
+    if (v < floor) {
+        DirectFunctionCall2(setval_oid, ObjectIdGetDatum(o.seq), Int64GetDatum(floor));
+        v = floor;
+    }
+    make_durable(sequence_lsn(o.seq));
+    return v;
+}
+
+Oid get_extension_owner_role() {
+    const Oids& o = oids();
+    HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(o.seq));
+    if (!HeapTupleIsValid(tup)) elog(ERROR, "cache lookup failed for relation %u", o.seq);
+    Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tup))->relowner;
+    ReleaseSysCache(tup);
+    return owner;
+}
+
+}  // namespace fencing::pg

@@ -1,0 +1,42 @@
+// Durable fence state: the database-wide token counter and the per-resource
+// rows of fencing.fence_state.
+//
+// Tokens come from one sequence (fencing.token_seq). A sequence WAL-logs 32
+// values ahead and flushes only at commit; issue_token() therefore flushes the
+// WAL record that covers the token it hands out (a no-op when an earlier call
+// already did) and waits for synchronous standbys, before the token leaves the
+// backend. So a token is never issued twice: not after an abort, not with
+// synchronous_commit = off, not after a crash or a promotion of a synchronous
+// standby.
+//
+// The per-resource row (latest token, grant time, lease) is updated in place
+// with a generic WAL record that is not flushed on its own: any later durable
+// commit (in particular one of a write fenced with that token) flushes it.
+#pragma once
+#include "pg/pg.hpp"
+
+#include <cstdint>
+
+namespace fencing::pg {
+
+struct StateRow {
+    bool found = false;
+    std::int64_t token = 0;
+    std::int32_t granted_at = 0;  // seconds since 2000-01-01 UTC
+    std::int32_t lease_ms = 0;
+};
+
+// Next token for the resource; records it as the resource's latest token.
+std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::int32_t lease_ms);
+
+// The resource's row (found = false when it was never acquired).
+StateRow read_state(std::uint64_t key, const char* resource, int len);
+
+// Moves the token counter to at least `floor` (never backwards). Returns the
+// counter's value afterwards.
+std::int64_t advance_counter_past(std::int64_t floor);
+
+// The role that owns fencing.token_seq (the extension's owner).
+Oid get_extension_owner_role();
+
+}  // namespace fencing::pg

@@ -1,0 +1,48 @@
+// Lock tags of fencing. They are advisory-type tags (so pg_locks shows them and
+// the deadlock detector sees them) with field4 values PostgreSQL's own
+// advisory functions never use (they use 1 and 2): the application's
+// pg_advisory_lock keys can never meet ours.
+#pragma once
+#include "pg/pg.hpp"
+
+#include <cstdint>
+
+#include "core/resource_key.hpp"
+
+namespace fencing::pg {
+
+inline constexpr uint16 kResourceTagKind = 0x7E01;  // (db, key hi, key lo): the resource itself
+inline constexpr uint16 kTokenTagKind = 0x7E02;     // (db, token hi, token lo): held with the token
+
+// Session holds take the resource in ExclusiveLock, transaction holds in
+// ShareRowExclusiveLock: the two conflict with each other and with
+// themselves, never with the same backend's own holds, and pg_locks tells the
+// scope apart.
+inline constexpr LOCKMODE kSessionMode = ExclusiveLock;
+inline constexpr LOCKMODE kXactMode = ShareRowExclusiveLock;
+// Token tags are held in ExclusiveLock; validate() probes them with ShareLock.
+inline constexpr LOCKMODE kTokenHoldMode = ExclusiveLock;
+inline constexpr LOCKMODE kTokenProbeMode = ShareLock;
+
+inline LOCKTAG resource_tag(std::uint64_t key) {
+    LOCKTAG tag;
+    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, core::key_high(key), core::key_low(key), kResourceTagKind);
+    return tag;
+}
+
+inline LOCKTAG token_tag(std::int64_t token) {
+    std::uint64_t t = static_cast<std::uint64_t>(token);
+    LOCKTAG tag;
+    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, core::key_high(t), core::key_low(t), kTokenTagKind);
+    return tag;
+}
+
+inline bool held_by_me(const LOCKTAG& tag, LOCKMODE mode) {
+#if PG_VERSION_NUM >= 170000
+    return LockHeldByMe(&tag, mode, false);
+#else
+    return LockHeldByMe(&tag, mode);
+#endif
+}
+
+}  // namespace fencing::pg

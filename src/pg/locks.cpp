@@ -1,0 +1,301 @@
+// Acquisition, release and validation of fencing locks.
+//
+// A fencing lock is a lock-manager lock on a tag of our own (pg/lock_tags.hpp)
+// keyed by the resource's 64-bit key, plus a lock on the token it was granted
+// with (so validate() can tell, race-free, that the grant with that token is
+// still held by someone). The lock manager frees both when the session or
+// transaction ends, however it ends.
+#include "pg/args.hpp"
+#include "pg/bridge.hpp"
+#include "pg/fence_state.hpp"
+#include "pg/lock_tags.hpp"
+#include "pg/session.hpp"
+
+using namespace fencing;
+using namespace fencing::pg;
+
+namespace {
+
+[[noreturn]] void report_not_acquired(const Resource& r, std::int64_t wait_ms) {
+    ereport(ERROR, (errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+                    errmsg("could not acquire fencing lock on resource \"%.*s\"", r.len, r.data),
+                    wait_ms > 0 ? errdetail("The lock was not granted within %lld ms.", static_cast<long long>(wait_ms))
+                                : errdetail("The lock is held by another session.")));
+    pg_unreachable();
+}
+
+// Waits for the resource lock; at most wait_ms when wait_ms >= 0.
+void lock_resource(const Resource& r, const LOCKTAG& tag, LOCKMODE mode, bool session, std::int64_t wait_ms) {
+    if (wait_ms == 0) {
+        if (LockAcquire(&tag, mode, session, true) == LOCKACQUIRE_NOT_AVAIL) report_not_acquired(r, 0);
+        return;
+    }
+    if (wait_ms < 0) {
+        // lock_timeout, statement_timeout and the deadlock detector apply as usual.
+        (void)LockAcquire(&tag, mode, session, false);
+        return;
+    }
+    // A bounded wait is a lock_timeout for this one wait (the session's own
+    // lock_timeout still applies when it is shorter).
+    const int saved = LockTimeout;
+    const bool ours = saved <= 0 || wait_ms < saved;
+    MemoryContext caller = CurrentMemoryContext;
+    if (ours) LockTimeout = static_cast<int>(wait_ms);
+    bool timed_out = false;
+    PG_TRY();
+    { (void)LockAcquire(&tag, mode, session, false); }
+    PG_CATCH();
+    {
+        LockTimeout = saved;
+        if (ours) {
+            MemoryContextSwitchTo(caller);
+            ErrorData* e = CopyErrorData();
+            if (e->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE) {
+                FlushErrorState();
+                timed_out = true;
+            }
+            FreeErrorData(e);
+        }
+        if (!timed_out) PG_RE_THROW();
+    }
+    PG_END_TRY();
+    LockTimeout = saved;
+    if (timed_out) report_not_acquired(r, wait_ms);
+}
+
+bool holds_resource(const LOCKTAG& tag) { return held_by_me(tag, kSessionMode) || held_by_me(tag, kXactMode); }
+
+std::int64_t token_of_own_hold(const Resource& r) {
+    if (const core::Hold* h = ledger().find(r.key)) return h->token;
+    return read_state(r.key, r.data, r.len).token;
+}
+
+// The common body of acquire, try_acquire, acquire_xact and try_acquire_xact.
+// Returns false (and takes nothing) when try_only and the resource is busy.
+bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t* out) {
+    Resource r = resource_arg(fcinfo, 0);
+    std::int64_t wait_ms = try_only ? 0 : interval_ms_arg(fcinfo, 1, "wait", true);
+    std::int64_t lease_ms = try_only ? -1 : interval_ms_arg(fcinfo, 2, "lease", false);
+#if PG_VERSION_NUM < 140000
+    if (lease_ms > 0)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("fencing leases need PostgreSQL 14 or later"),
+                        errdetail("Leases are enforced with idle_session_timeout, which PostgreSQL 13 lacks.")));
+#endif
+    if (lease_ms < 0) lease_ms = 0;
+
+    const LOCKTAG rtag = resource_tag(r.key);
+    const LOCKMODE mode = session ? kSessionMode : kXactMode;
+    const bool was_held = holds_resource(rtag);
+
+    if (try_only) {
+        if (LockAcquire(&rtag, mode, session, true) == LOCKACQUIRE_NOT_AVAIL) return false;
+    } else {
+        lock_resource(r, rtag, mode, session, wait_ms);
+    }
+
+    std::int64_t token = 0;
+    PG_TRY();
+    {
+        token = was_held ? token_of_own_hold(r) : issue_token(r.key, r.data, r.len, static_cast<std::int32_t>(lease_ms));
+        const LOCKTAG ttag = token_tag(token);
+        if (LockAcquire(&ttag, kTokenHoldMode, session, true) == LOCKACQUIRE_NOT_AVAIL)
+            ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+                            errmsg("fence token %lld of resource \"%.*s\" is held by another session",
+                                   static_cast<long long>(token), r.len, r.data)));
+    }
+    PG_CATCH();
+    {
+        // A session lock would outlive the failed statement: give it back.
+        if (session) LockRelease(&rtag, mode, true);
+        PG_RE_THROW();
+    }
+    PG_END_TRY();
+
+    try {
+        ledger().add(r.key, token, session, GetCurrentSubTransactionId(), lease_ms);
+    } catch (...) {
+        if (session) {
+            const LOCKTAG ttag = token_tag(token);
+            LockRelease(&ttag, kTokenHoldMode, true);
+            LockRelease(&rtag, mode, true);
+        }
+        throw;
+    }
+    apply_leases();
+    *out = token;
+    return true;
+}
+
+// Releases one session hold of r. False when the session holds none.
+bool release_one(const Resource& r) {
+    const LOCKTAG rtag = resource_tag(r.key);
+    if (!held_by_me(rtag, kSessionMode)) {
+        // The lock manager is the truth (pg_advisory_unlock_all() and DISCARD
+        // ALL release our session locks too): forget what it does not hold.
+        if (const core::Hold* h = ledger().find(r.key); h && h->session > 0 && !holds_resource(rtag))
+            ledger().forget(r.key);
+        return false;
+    }
+    const LOCKTAG ttag = token_tag(token_of_own_hold(r));
+    if (held_by_me(ttag, kTokenHoldMode)) LockRelease(&ttag, kTokenHoldMode, true);
+    LockRelease(&rtag, kSessionMode, true);
+    if (!ledger().release_session(r.key) && !holds_resource(rtag)) ledger().forget(r.key);
+    if (!holds_resource(rtag)) ledger().forget(r.key);
+    return true;
+}
+
+Datum acquire_entry(FunctionCallInfo fcinfo, bool session, bool try_only, const char* name) {
+    return guarded(name, [&]() -> Datum {
+        std::int64_t token = 0;
+        if (!acquire(fcinfo, session, try_only, &token)) PG_RETURN_NULL();
+        PG_RETURN_INT64(token);
+    });
+}
+
+[[noreturn]] void report_stale(const Resource& r, std::int64_t presented, const StateRow& row, const char* why) {
+    if (row.found)
+        ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN), errmsg("stale fence token for resource \"%.*s\"", r.len, r.data),
+                        errdetail("Token %lld was presented; the latest token of the resource is %lld; %s.",
+                                  static_cast<long long>(presented), static_cast<long long>(row.token), why),
+                        errhint("The lock was lost; acquire it again and use the new token.")));
+    ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN), errmsg("stale fence token for resource \"%.*s\"", r.len, r.data),
+                    errdetail("Token %lld was presented; the resource has never been acquired.",
+                              static_cast<long long>(presented)),
+                    errhint("Acquire the resource with fencing.acquire() and use the token it returns.")));
+    pg_unreachable();
+}
+
+}  // namespace
+
+FENCING_FUNCTION(fencing_acquire) { return acquire_entry(fcinfo, true, false, "fencing.acquire"); }
+FENCING_FUNCTION(fencing_try_acquire) { return acquire_entry(fcinfo, true, true, "fencing.try_acquire"); }
+FENCING_FUNCTION(fencing_acquire_xact) { return acquire_entry(fcinfo, false, false, "fencing.acquire_xact"); }
+FENCING_FUNCTION(fencing_try_acquire_xact) { return acquire_entry(fcinfo, false, true, "fencing.try_acquire_xact"); }
+
+FENCING_FUNCTION(fencing_release) {
+    return guarded("fencing.release", [&]() -> Datum {
+        Resource r = resource_arg(fcinfo, 0);
+        bool released = release_one(r);
+        if (!released)
+            ereport(WARNING, (errcode(ERRCODE_WARNING),
+                              errmsg("fencing lock on resource \"%.*s\" is not held by this session", r.len, r.data),
+                              errdetail("fencing.release releases session-scoped locks only; locks taken with "
+                                        "acquire_xact end with their transaction.")));
+        apply_leases();
+        PG_RETURN_BOOL(released);
+    });
+}
+
+FENCING_FUNCTION(fencing_release_all) {
+    return guarded("fencing.release_all", [&]() -> Datum {
+        std::int32_t released = 0;
+        for (const auto& [key, count] : ledger().session_holds()) {
+            const LOCKTAG rtag = resource_tag(key);
+            const core::Hold* h = ledger().find(key);
+            const LOCKTAG ttag = token_tag(h ? h->token : 0);
+            bool any = false;
+            for (std::uint32_t i = 0; i < count && held_by_me(rtag, kSessionMode); ++i) {
+                if (held_by_me(ttag, kTokenHoldMode)) LockRelease(&ttag, kTokenHoldMode, true);
+                LockRelease(&rtag, kSessionMode, true);
+                (void)ledger().release_session(key);
+                any = true;
+            }
+            if (!holds_resource(rtag)) ledger().forget(key);
+            if (any) ++released;
+        }
+        apply_leases();
+        PG_RETURN_INT32(released);
+    });
+}
+
+FENCING_FUNCTION(fencing_current) {
+    return guarded("fencing.current", [&]() -> Datum {
+        Resource r = resource_arg(fcinfo, 0);
+        StateRow row = read_state(r.key, r.data, r.len);
+        if (!row.found) PG_RETURN_NULL();
+        PG_RETURN_INT64(row.token);
+    });
+}
+
+FENCING_FUNCTION(fencing_validate) {
+    return guarded("fencing.validate", [&]() -> Datum {
+        Resource r = resource_arg(fcinfo, 0);
+        if (PG_ARGISNULL(1))
+            ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN), errmsg("stale fence token for resource \"%.*s\"", r.len, r.data),
+                            errdetail("No token was presented (the token is null)."),
+                            errhint("Acquire the resource with fencing.acquire() and use the token it returns.")));
+        std::int64_t token = PG_GETARG_INT64(1);
+        StateRow row = read_state(r.key, r.data, r.len);
+        if (!row.found || row.token != token) report_stale(r, token, row, "a newer lock was granted since");
+        // The holder of the latest grant keeps a lock on its token: probe it.
+        const LOCKTAG ttag = token_tag(token);
+        bool held = held_by_me(ttag, kTokenHoldMode);
+        if (!held) {
+            if (LockAcquire(&ttag, kTokenProbeMode, false, true) == LOCKACQUIRE_NOT_AVAIL)
+                held = true;
+            else
+                LockRelease(&ttag, kTokenProbeMode, false);
+        }
+        if (!held) report_stale(r, token, row, "the lock granted with it is no longer held");
+        PG_RETURN_INT64(token);
+    });
+}
+
+FENCING_FUNCTION(fencing_renew) {
+    return guarded("fencing.renew", [&]() -> Datum {
+        Resource r = resource_arg(fcinfo, 0);
+        const LOCKTAG rtag = resource_tag(r.key);
+        if (!holds_resource(rtag)) {
+            ledger().forget(r.key);
+            apply_leases();
+            ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN),
+                            errmsg("fencing lock on resource \"%.*s\" is not held by this session", r.len, r.data),
+                            errhint("The lock was lost; acquire it again and use the new token.")));
+        }
+        const core::Hold* h = ledger().find(r.key);
+        std::int64_t lease_ms = h ? h->lease_ms : 0;
+        if (lease_ms <= 0) PG_RETURN_NULL();
+        // This very statement is activity: the whole lease lies ahead.
+        Interval* iv = static_cast<Interval*>(palloc0(sizeof(Interval)));
+        iv->time = lease_ms * 1000;
+        PG_RETURN_INTERVAL_P(iv);
+    });
+}
+
+FENCING_FUNCTION(fencing_resource_key) {
+    return guarded("fencing.resource_key", [&]() -> Datum {
+        Resource r = resource_arg(fcinfo, 0);
+        PG_RETURN_INT64(core::key_as_int64(r.key));
+    });
+}
+
+// Moves the token counter past the tokens stored in a table being protected,
+// so that tokens issued from now on are newer than any it holds (after a
+// restore into a fresh counter, or a DROP/CREATE EXTENSION). Only the table's
+// owner may do it, and only forwards.
+FENCING_FUNCTION(fencing_advance_past) {
+    return guarded("fencing.advance_past", [&]() -> Datum {
+        Oid relid = PG_GETARG_OID(0);
+#if PG_VERSION_NUM >= 160000
+        bool owner = object_ownercheck(RelationRelationId, relid, GetUserId());
+#else
+        bool owner = pg_class_ownercheck(relid, GetUserId());
+#endif
+        if (!owner)
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                            errmsg("must be owner of table %s", get_rel_name(relid))));
+        // The counter belongs to the extension's owner; act as that role.
+        Oid save_user;
+        int save_sec;
+        GetUserIdAndSecContext(&save_user, &save_sec);
+        Oid seq_owner = get_extension_owner_role();
+        SetUserIdAndSecContext(seq_owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+        std::int64_t v = 0;
+        PG_TRY();
+        { v = advance_counter_past(PG_GETARG_INT64(1)); }
+        PG_FINALLY();
+        { SetUserIdAndSecContext(save_user, save_sec); }
+        PG_END_TRY();
+        PG_RETURN_INT64(v);
+    });
+}

@@ -1,0 +1,22 @@
+// Module entry: PG_MODULE_MAGIC and _PG_init (settings, callbacks).
+#include "pg/pg.hpp"
+
+#include "core/no_postgres.hpp"
+#include "pg/session.hpp"
+#include "pg/settings.hpp"
+
+static_assert(fencing::core::kPureCore, "the core must be built without PostgreSQL headers");
+
+// The module is built with -fvisibility=hidden; the magic block must be seen.
+#pragma GCC visibility push(default)
+extern "C" {
+PG_MODULE_MAGIC;
+}
+#pragma GCC visibility pop
+
+FENCING_EXPORT void _PG_init(void);
+
+void _PG_init(void) {
+    fencing::pg::define_settings();
+    fencing::pg::register_session_callbacks();
+}

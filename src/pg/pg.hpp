@@ -1,0 +1,66 @@
+// The only place PostgreSQL's C headers are included for the glue layer.
+// Everything in src/pg includes this first; nothing in src/core may.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/generic_xlog.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/indexing.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "libpq/pqformat.h"
+#include "miscadmin.h"
+#include "nodes/bitmapset.h"
+#include "replication/syncrep.h"
+#include "replication/walsender_private.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "storage/proc.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+}
+
+#if PG_VERSION_NUM < 130000
+#error "fencing needs PostgreSQL 13 or later"
+#endif
+
+// SQLSTATE FN001: stale fence token (class FN: fencing). Never class 40, so
+// clients do not retry a write that lost its lock.
+#define ERRCODE_FENCING_STALE_TOKEN MAKE_SQLSTATE('F', 'N', '0', '0', '1')
+
+// Every SQL-callable symbol must be visible despite -fvisibility=hidden.
+#define FENCING_EXPORT extern "C" __attribute__((visibility("default")))
+
+// PG_FUNCTION_INFO_V1 declares the function without our visibility; declare
+// both ourselves.
+#define FENCING_FUNCTION(name)                                                   \
+    FENCING_EXPORT const Pg_finfo_record* CppConcat(pg_finfo_, name)(void);      \
+    const Pg_finfo_record* CppConcat(pg_finfo_, name)(void) {                    \
+        static const Pg_finfo_record my_finfo = {1};                             \
+        return &my_finfo;                                                        \
+    }                                                                            \
+    FENCING_EXPORT Datum name(PG_FUNCTION_ARGS)

@@ -1,0 +1,94 @@
+#include "pg/session.hpp"
+
+namespace fencing::pg {
+
+namespace {
+
+core::HoldLedger the_ledger;
+
+// Leases are enforced by the server's own idle timeouts: a holder whose client
+// sends nothing for longer than the lease is disconnected by its backend, and
+// the lock manager frees its locks. The session's own values come back when
+// its last leased hold is gone (unless it changed them in the meantime).
+struct SavedTimeouts {
+    bool active = false;
+    int idle_in_xact = 0;   // the session's own values
+    int idle_session = 0;
+    int applied = 0;        // the value we set
+};
+SavedTimeouts saved;
+
+int min_positive(int a, int b) {
+    if (a <= 0) return b;
+    if (b <= 0) return a;
+    return a < b ? a : b;
+}
+
+void xact_callback(XactEvent event, void*) {
+    switch (event) {
+        case XACT_EVENT_COMMIT:
+        case XACT_EVENT_ABORT:
+        case XACT_EVENT_PARALLEL_COMMIT:
+        case XACT_EVENT_PARALLEL_ABORT:
+        case XACT_EVENT_PREPARE:
+            try {
+                the_ledger.xact_end();
+            } catch (...) {
+                the_ledger = core::HoldLedger{};
+            }
+            apply_leases();
+            break;
+        default:
+            break;
+    }
+}
+
+void subxact_callback(SubXactEvent event, SubTransactionId sub, SubTransactionId parent, void*) {
+    try {
+        if (event == SUBXACT_EVENT_COMMIT_SUB)
+            the_ledger.subxact_commit(sub, parent);
+        else if (event == SUBXACT_EVENT_ABORT_SUB)
+            the_ledger.subxact_abort(sub);
+    } catch (...) {
+        the_ledger = core::HoldLedger{};
+    }
+}
+
+}  // namespace
+
+core::HoldLedger& ledger() noexcept { return the_ledger; }
+
+void apply_leases() noexcept {
+    std::int64_t lease = the_ledger.shortest_lease();
+    if (lease > INT_MAX) lease = INT_MAX;
+    if (lease > 0) {
+        if (!saved.active) {
+            saved.active = true;
+            saved.idle_in_xact = IdleInTransactionSessionTimeout;
+#if PG_VERSION_NUM >= 140000
+            saved.idle_session = IdleSessionTimeout;
+#endif
+        }
+        int v = static_cast<int>(lease);
+        saved.applied = v;
+        IdleInTransactionSessionTimeout = min_positive(saved.idle_in_xact, v);
+#if PG_VERSION_NUM >= 140000
+        IdleSessionTimeout = min_positive(saved.idle_session, v);
+#endif
+        return;
+    }
+    if (!saved.active) return;
+    if (IdleInTransactionSessionTimeout == min_positive(saved.idle_in_xact, saved.applied))
+        IdleInTransactionSessionTimeout = saved.idle_in_xact;
+#if PG_VERSION_NUM >= 140000
+    if (IdleSessionTimeout == min_positive(saved.idle_session, saved.applied)) IdleSessionTimeout = saved.idle_session;
+#endif
+    saved = SavedTimeouts{};
+}
+
+void register_session_callbacks() {
+    RegisterXactCallback(xact_callback, nullptr);
+    RegisterSubXactCallback(subxact_callback, nullptr);
+}
+
+}  // namespace fencing::pg

@@ -1,0 +1,315 @@
+// fencing.enforce(): the BEFORE ROW trigger installed by fencing.protect().
+//
+// It gathers the decision's inputs from the row(s), the statement and the
+// fencing.token setting, asks core::decide(), and acts on the verdict. It
+// looks nothing up through search_path: columns by name in the relation's own
+// descriptor, values with heap_getattr, the comparison in C++.
+#include "pg/bridge.hpp"
+#include "pg/settings.hpp"
+
+#include "core/decision.hpp"
+#include "core/token.hpp"
+
+extern "C" {
+#include "access/sysattr.h"
+#include "catalog/pg_trigger.h"
+#include "lib/stringinfo.h"
+#include "utils/relcache.h"
+}
+
+using namespace fencing;
+
+namespace {
+
+constexpr const char* kProtectHint = "Install the trigger with fencing.protect(table).";
+
+// Per query and trigger call site (fn_extra): the relation's column position
+// and settings, recomputed whenever the relation or its descriptor changes,
+// so ALTER TABLE between statements is always seen.
+struct CallSite {
+    Oid relid;
+    TupleDesc desc;  // identity only
+    AttrNumber attnum;
+    core::ProtectMode mode;
+    bool later_insert_trigger;  // an enabled BEFORE ROW INSERT trigger fires after ours
+    bool later_update_trigger;
+    char later_name[NAMEDATALEN];
+};
+
+bool parse_bool_arg(const char* s, bool* out) {
+    if (strcmp(s, "true") == 0 || strcmp(s, "t") == 0 || strcmp(s, "on") == 0) return *out = true, true;
+    if (strcmp(s, "false") == 0 || strcmp(s, "f") == 0 || strcmp(s, "off") == 0) return *out = false, true;
+    return false;
+}
+
+Oid token_type_oid() {
+    Oid nsp = get_namespace_oid("fencing", true);
+    if (!OidIsValid(nsp)) return InvalidOid;
+    return GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid, CStringGetDatum("token"), ObjectIdGetDatum(nsp));
+}
+
+[[noreturn]] void bad_arguments(const Trigger* trig, Relation rel, const char* detail) {
+    ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                    errmsg("trigger \"%s\" on relation \"%s\" has invalid arguments for fencing.enforce", trig->tgname,
+                           RelationGetRelationName(rel)),
+                    errdetail("%s", detail), errhint("%s", kProtectHint)));
+    pg_unreachable();
+}
+
+void build_call_site(CallSite* cs, TriggerData* td) {
+    Relation rel = td->tg_relation;
+    const Trigger* trig = td->tg_trigger;
+    TupleDesc desc = RelationGetDescr(rel);
+    if (trig->tgnargs != 4)
+        bad_arguments(trig, rel, "Expected 4 arguments (token column, allow_equal, on_stale, fence_deletes).");
+    const char* column = trig->tgargs[0];
+    AttrNumber attnum = InvalidAttrNumber;
+    for (int i = 0; i < desc->natts; ++i) {
+        Form_pg_attribute a = TupleDescAttr(desc, i);
+        if (!a->attisdropped && strcmp(NameStr(a->attname), column) == 0) {
+            attnum = a->attnum;
+            break;
+        }
+    }
+    if (attnum == InvalidAttrNumber)
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+                        errmsg("column \"%s\" named by trigger \"%s\" does not exist in relation \"%s\"", column,
+                               trig->tgname, RelationGetRelationName(rel)),
+                        errhint("Protect the table again with fencing.protect(table, token_column => ...).")));
+    Oid type = TupleDescAttr(desc, attnum - 1)->atttypid;
+    if (type != INT8OID && type != token_type_oid())
+        ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                        errmsg("fence token column \"%s\" of relation \"%s\" is of type %s", column,
+                               RelationGetRelationName(rel), format_type_be(type)),
+                        errhint("A fence token column must be of type fencing.token or bigint.")));
+    core::ProtectMode mode;
+    bool b = false;
+    if (!parse_bool_arg(trig->tgargs[1], &b)) bad_arguments(trig, rel, "allow_equal must be true or false.");
+    mode.allow_equal = b;
+    if (strcmp(trig->tgargs[2], "error") == 0)
+        mode.on_stale = core::OnStale::error;
+    else if (strcmp(trig->tgargs[2], "skip") == 0)
+        mode.on_stale = core::OnStale::skip;
+    else
+        bad_arguments(trig, rel, "on_stale must be 'error' or 'skip'.");
+    if (!parse_bool_arg(trig->tgargs[3], &b)) bad_arguments(trig, rel, "fence_deletes must be true or false.");
+    mode.fence_deletes = b;
+
+    cs->relid = RelationGetRelid(rel);
+    cs->desc = desc;
+    cs->attnum = attnum;
+    cs->mode = mode;
+    cs->later_insert_trigger = cs->later_update_trigger = false;
+    cs->later_name[0] = '\0';
+    // Triggers fire in name order. A BEFORE ROW trigger that fires after ours
+    // could rewrite the token after the check: refuse writes rather than
+    // accept a stale one.
+    if (const TriggerDesc* tdesc = rel->trigdesc) {
+        for (int i = 0; i < tdesc->numtriggers; ++i) {
+            const Trigger* t = &tdesc->triggers[i];
+            if (t->tgoid == trig->tgoid || t->tgenabled == TRIGGER_DISABLED) continue;
+            if (!TRIGGER_FOR_ROW(t->tgtype) || !TRIGGER_FOR_BEFORE(t->tgtype)) continue;
+            if (strcmp(t->tgname, trig->tgname) <= 0) continue;
+            bool ins = TRIGGER_FOR_INSERT(t->tgtype), upd = TRIGGER_FOR_UPDATE(t->tgtype);
+            if (!ins && !upd) continue;
+            cs->later_insert_trigger |= ins;
+            cs->later_update_trigger |= upd;
+            strlcpy(cs->later_name, t->tgname, sizeof cs->later_name);
+        }
+    }
+}
+
+std::optional<std::int64_t> token_of(HeapTuple tup, TupleDesc desc, AttrNumber attnum) {
+    bool isnull = false;
+    Datum d = heap_getattr(tup, attnum, desc, &isnull);
+    if (isnull) return std::nullopt;
+    return DatumGetInt64(d);
+}
+
+// "(id, region)=(3, eu)" for the row's primary key, or "" without one.
+char* describe_key(Relation rel, HeapTuple tup) {
+#if PG_VERSION_NUM >= 170000
+    Oid pk = RelationGetPrimaryKeyIndex(rel, false);
+#else
+    Oid pk = RelationGetPrimaryKeyIndex(rel);
+#endif
+    if (!OidIsValid(pk) || tup == nullptr) return nullptr;
+    Relation idx = index_open(pk, AccessShareLock);
+    TupleDesc desc = RelationGetDescr(rel);
+    StringInfoData names, values;
+    initStringInfo(&names);
+    initStringInfo(&values);
+    for (int k = 0; k < idx->rd_index->indnkeyatts; ++k) {
+        AttrNumber att = idx->rd_index->indkey.values[k];
+        if (att <= 0) continue;
+        Form_pg_attribute a = TupleDescAttr(desc, att - 1);
+        if (k > 0) {
+            appendStringInfoString(&names, ", ");
+            appendStringInfoString(&values, ", ");
+        }
+        appendStringInfoString(&names, quote_identifier(NameStr(a->attname)));
+        bool isnull = false;
+        Datum v = heap_getattr(tup, att, desc, &isnull);
+        if (isnull) {
+            appendStringInfoString(&values, "null");
+        } else {
+            Oid out;
+            bool varlena;
+            getTypeOutputInfo(a->atttypid, &out, &varlena);
+            appendStringInfoString(&values, OidOutputFunctionCall(out, v));
+        }
+    }
+    index_close(idx, AccessShareLock);
+    return psprintf("(%s)=(%s)", names.data, values.data);
+}
+
+[[noreturn]] void report_stale(Relation rel, const core::Decision& d, const core::WriteInput& in, HeapTuple keyrow,
+                               const char* column) {
+    const std::optional<std::int64_t> stored = in.stored;
+    const core::WriteEvent ev = in.event;
+    const bool unstated = ev == core::WriteEvent::update && !in.assigned && !in.setting;
+    char in_buf[core::kTokenTextMax], st_buf[core::kTokenTextMax];
+    if (d.incoming) core::format_token(*d.incoming, in_buf);
+    if (stored) core::format_token(*stored, st_buf);
+    const char* key = describe_key(rel, keyrow);
+    const char* what = ev == core::WriteEvent::insert ? "inserted" : ev == core::WriteEvent::update ? "updated" : "deleted";
+    char* detail;
+    if (d.reason == core::RejectReason::no_token)
+        detail = ev == core::WriteEvent::del
+                     ? psprintf("Deleting from this table needs fencing.token to be set; the stored token is %s.",
+                                stored ? st_buf : "null")
+                     : psprintf("The row carries no fence token and fencing.token is not set; the stored token is %s.",
+                                stored ? st_buf : "null");
+    else if (unstated)
+        detail = psprintf("The UPDATE does not assign column \"%s\" and fencing.token is not set, so the row keeps "
+                          "its stored token %s.",
+                          column, stored ? st_buf : "null");
+    else
+        detail = psprintf("Incoming token %s is not greater than the stored token %s.", in_buf, stored ? st_buf : "null");
+    if (key)
+        ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN),
+                        errmsg("stale fence token for relation \"%s\"", RelationGetRelationName(rel)),
+                        errdetail("%s The row with key %s was not %s.", detail, key, what),
+                        errhint("The lock was lost: acquire it again and retry with the new token."),
+                        errtable(rel)));
+    ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN),
+                    errmsg("stale fence token for relation \"%s\"", RelationGetRelationName(rel)),
+                    errdetail("%s The row was not %s.", detail, what),
+                    errhint("The lock was lost: acquire it again and retry with the new token."), errtable(rel)));
+    pg_unreachable();
+}
+
+Datum enforce(FunctionCallInfo fcinfo) {
+    if (!CALLED_AS_TRIGGER(fcinfo))
+        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                        errmsg("fencing.enforce() was not called by the trigger manager"), errhint("%s", kProtectHint)));
+    TriggerData* td = reinterpret_cast<TriggerData*>(fcinfo->context);
+    Relation rel = td->tg_relation;
+    const Trigger* trig = td->tg_trigger;
+    if (!TRIGGER_FIRED_BEFORE(td->tg_event) || !TRIGGER_FIRED_FOR_ROW(td->tg_event))
+        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                        errmsg("trigger \"%s\" on relation \"%s\" must be fired BEFORE and FOR EACH ROW", trig->tgname,
+                               RelationGetRelationName(rel)),
+                        errhint("%s", kProtectHint)));
+    core::WriteEvent ev;
+    if (TRIGGER_FIRED_BY_INSERT(td->tg_event))
+        ev = core::WriteEvent::insert;
+    else if (TRIGGER_FIRED_BY_UPDATE(td->tg_event))
+        ev = core::WriteEvent::update;
+    else if (TRIGGER_FIRED_BY_DELETE(td->tg_event))
+        ev = core::WriteEvent::del;
+    else
+        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                        errmsg("trigger \"%s\" on relation \"%s\" must be fired for INSERT, UPDATE or DELETE",
+                               trig->tgname, RelationGetRelationName(rel)),
+                        errhint("%s", kProtectHint)));
+
+    CallSite* cs = static_cast<CallSite*>(fcinfo->flinfo->fn_extra);
+    if (cs == nullptr) {
+        cs = static_cast<CallSite*>(MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(CallSite)));
+        fcinfo->flinfo->fn_extra = cs;
+    }
+    if (cs->relid != RelationGetRelid(rel) || cs->desc != RelationGetDescr(rel)) {
+        cs->relid = InvalidOid;
+        build_call_site(cs, td);
+    }
+    if ((ev == core::WriteEvent::insert && cs->later_insert_trigger) ||
+        (ev == core::WriteEvent::update && cs->later_update_trigger))
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("trigger \"%s\" on relation \"%s\" fires after the fencing check", cs->later_name,
+                               RelationGetRelationName(rel)),
+                        errdetail("Triggers fire in name order; a BEFORE ROW trigger that fires after \"%s\" could "
+                                  "change the fence token after it was checked.",
+                                  trig->tgname),
+                        errhint("Rename the trigger so that its name sorts before \"%s\".", trig->tgname)));
+
+    TupleDesc desc = RelationGetDescr(rel);
+    core::WriteInput in;
+    in.event = ev;
+    in.setting = pg::token_setting();
+    HeapTuple result = nullptr;
+    HeapTuple keyrow = nullptr;
+    switch (ev) {
+        case core::WriteEvent::insert:
+            in.row_token = token_of(td->tg_trigtuple, desc, cs->attnum);
+            result = keyrow = td->tg_trigtuple;
+            break;
+        case core::WriteEvent::update:
+            in.stored = token_of(td->tg_trigtuple, desc, cs->attnum);
+            in.row_token = token_of(td->tg_newtuple, desc, cs->attnum);
+            in.assigned = td->tg_updatedcols != nullptr &&
+                          bms_is_member(cs->attnum - FirstLowInvalidHeapAttributeNumber, td->tg_updatedcols);
+            result = td->tg_newtuple;
+            keyrow = td->tg_trigtuple;
+            break;
+        case core::WriteEvent::del:
+            in.stored = token_of(td->tg_trigtuple, desc, cs->attnum);
+            result = keyrow = td->tg_trigtuple;
+            break;
+    }
+
+    const core::Decision d = core::decide(in, cs->mode);
+    switch (d.verdict) {
+        case core::Verdict::accept:
+            break;
+        case core::Verdict::reject_skip:
+            return PointerGetDatum(nullptr);
+        case core::Verdict::reject_error:
+            report_stale(rel, d, in, keyrow, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname));
+    }
+    if (d.fill_row && d.incoming) {
+        int col = cs->attnum;
+        Datum value = Int64GetDatum(*d.incoming);
+        bool isnull = false;
+        result = heap_modify_tuple_by_cols(result, desc, 1, &col, &value, &isnull);
+    }
+    return PointerGetDatum(result);
+}
+
+}  // namespace
+
+FENCING_FUNCTION(fencing_enforce) {
+    return pg::guarded("fencing.enforce", [&]() -> Datum { return enforce(fcinfo); });
+}
+
+// pg_trigger.tgargs (NUL-separated) as text[]; used by the fencing.protected view.
+FENCING_FUNCTION(fencing_trigger_args) {
+    return pg::guarded("fencing.trigger_args", [&]() -> Datum {
+        bytea* raw = PG_GETARG_BYTEA_PP(0);
+        const char* p = VARDATA_ANY(raw);
+        int len = VARSIZE_ANY_EXHDR(raw);
+        ArrayBuildState* astate = nullptr;
+        int start = 0;
+        for (int i = 0; i < len; ++i) {
+            if (p[i] != '\0') continue;
+            astate = accumArrayResult(astate, PointerGetDatum(cstring_to_text_with_len(p + start, i - start)), false,
+                                      TEXTOID, CurrentMemoryContext);
+            start = i + 1;
+        }
+        if (start < len)
+            astate = accumArrayResult(astate, PointerGetDatum(cstring_to_text_with_len(p + start, len - start)), false,
+                                      TEXTOID, CurrentMemoryContext);
+        if (astate == nullptr) PG_RETURN_ARRAYTYPE_P(construct_empty_array(TEXTOID));
+        PG_RETURN_DATUM(makeArrayResult(astate, CurrentMemoryContext));
+    });
+}
