@@ -60,7 +60,8 @@ void check_layout(Relation rel) {
                         errhint("The table was altered by hand; reinstall the fencing extension.")));
 }
 
-// Offsets of the fixed-width columns in a tuple without nulls.
+// Offsets of the fixed-width columns in a tuple without nulls (check_layout
+// guarantees the types, hence the alignment).
 constexpr std::size_t kOffKey = 0, kOffToken = 8, kOffGrantedAt = 16, kOffLease = 20;
 
 struct Found {
@@ -77,6 +78,8 @@ struct Found {
     pg_unreachable();
 }
 
+void check_resource_text(HeapTuple tup, TupleDesc d, std::uint64_t key, const char* resource, int len);
+
 Found lookup(Relation rel, Oid index, std::uint64_t key, const char* resource, int len) {
     Found f;
     ScanKeyData skey;
@@ -86,11 +89,7 @@ Found lookup(Relation rel, Oid index, std::uint64_t key, const char* resource, i
     if (HeapTupleIsValid(tup)) {
         TupleDesc d = RelationGetDescr(rel);
         bool isnull = false;
-        Datum res = heap_getattr(tup, kAttResource, d, &isnull);
-        text* stored = DatumGetTextPP(res);
-        if (isnull || VARSIZE_ANY_EXHDR(stored) != static_cast<Size>(len) ||
-            memcmp(VARDATA_ANY(stored), resource, len) != 0)
-            report_collision(resource, len, key);
+        check_resource_text(tup, d, key, resource, len);
         f.found = true;
         f.tid = tup->t_self;
         f.row.found = true;
@@ -106,36 +105,79 @@ std::int32_t now_seconds() {
     return static_cast<std::int32_t>(GetCurrentTimestamp() / USECS_PER_SEC);
 }
 
-// Overwrites token, granted_at and lease_ms of the row at tid, WAL-logged as a
-// generic record (not flushed here).
-void update_in_place(Relation rel, ItemPointer tid, std::uint64_t key, std::int64_t token, std::int32_t granted_at,
-                     std::int32_t lease_ms) {
-    Buffer buf = ReadBuffer(rel, ItemPointerGetBlockNumber(tid));
-    LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-    Page page = BufferGetPage(buf);
-    OffsetNumber off = ItemPointerGetOffsetNumber(tid);
-    if (off < FirstOffsetNumber || off > PageGetMaxOffsetNumber(page) || !ItemIdIsNormal(PageGetItemId(page, off))) {
-        UnlockReleaseBuffer(buf);
-        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fence state row of key %lld vanished",
-                                                                  static_cast<long long>(key))));
-    }
-    GenericXLogState* state = GenericXLogStart(rel);
-    Page copy = GenericXLogRegisterBuffer(state, buf, 0);
-    HeapTupleHeader htup = reinterpret_cast<HeapTupleHeader>(PageGetItem(copy, PageGetItemId(copy, off)));
+// In-place updates of the resource row: a small heap "inplace" WAL record
+// carrying just the tuple (no page image, no transaction id, no commit).
+// Minor releases from 13.17/14.14/15.9/16.5/17.1 on have the locking
+// systable_inplace_update_* API; older ones only heap_inplace_update.
+#if PG_VERSION_NUM >= 170001 || (PG_VERSION_NUM >= 160005 && PG_VERSION_NUM < 170000) ||   \
+    (PG_VERSION_NUM >= 150009 && PG_VERSION_NUM < 160000) ||                                \
+    (PG_VERSION_NUM >= 140014 && PG_VERSION_NUM < 150000) || (PG_VERSION_NUM >= 130017 && PG_VERSION_NUM < 140000)
+#define FENCING_SYSTABLE_INPLACE 1
+#endif
+
+void check_resource_text(HeapTuple tup, TupleDesc d, std::uint64_t key, const char* resource, int len) {
+    bool isnull = false;
+    Datum res = heap_getattr(tup, kAttResource, d, &isnull);
+    text* stored = isnull ? nullptr : DatumGetTextPP(res);
+    if (stored == nullptr || VARSIZE_ANY_EXHDR(stored) != static_cast<Size>(len) ||
+        memcmp(VARDATA_ANY(stored), resource, len) != 0)
+        report_collision(resource, len, key);
+}
+
+void overwrite_fields(HeapTuple copy, std::uint64_t key, std::int64_t token, std::int32_t granted_at,
+                      std::int32_t lease_ms) {
+    HeapTupleHeader htup = copy->t_data;
     char* data = reinterpret_cast<char*>(htup) + htup->t_hoff;
     std::int64_t stored_key;
     memcpy(&stored_key, data + kOffKey, sizeof stored_key);
-    if ((htup->t_infomask & HEAP_HASNULL) || stored_key != static_cast<std::int64_t>(key)) {
-        GenericXLogAbort(state);
-        UnlockReleaseBuffer(buf);
-        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fence state row of key %lld moved",
-                                                                  static_cast<long long>(key))));
-    }
+    if ((htup->t_infomask & HEAP_HASNULL) || stored_key != static_cast<std::int64_t>(key))
+        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+                        errmsg("fence state row of key %lld is malformed", static_cast<long long>(key))));
     memcpy(data + kOffToken, &token, sizeof token);
     memcpy(data + kOffGrantedAt, &granted_at, sizeof granted_at);
     memcpy(data + kOffLease, &lease_ms, sizeof lease_ms);
-    GenericXLogFinish(state);
-    UnlockReleaseBuffer(buf);
+}
+
+// Records the grant in the resource's existing row. False when there is none.
+bool record_in_place(Relation rel, Oid index, std::uint64_t key, const char* resource, int len, std::int64_t token,
+                     std::int32_t granted_at, std::int32_t lease_ms) {
+    ScanKeyData skey;
+    ScanKeyInit(&skey, kAttKey, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(static_cast<std::int64_t>(key)));
+#ifdef FENCING_SYSTABLE_INPLACE
+    HeapTuple old = nullptr;
+    void* state = nullptr;
+    systable_inplace_update_begin(rel, index, true, SnapshotSelf, 1, &skey, &old, &state);
+    if (old == nullptr) return false;
+    PG_TRY();
+    {
+        check_resource_text(old, RelationGetDescr(rel), key, resource, len);
+        overwrite_fields(old, key, token, granted_at, lease_ms);
+    }
+    PG_CATCH();
+    {
+        systable_inplace_update_cancel(state);
+        PG_RE_THROW();
+    }
+    PG_END_TRY();
+    systable_inplace_update_finish(state, old);
+    heap_freetuple(old);
+    return true;
+#else
+    Found f = lookup(rel, index, key, resource, len);
+    if (!f.found) return false;
+    HeapTupleData probe;
+    probe.t_self = f.tid;
+    Buffer buf;
+    if (!heap_fetch(rel, SnapshotAny, &probe, &buf, false))
+        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fence state row of key %lld vanished",
+                                                                  static_cast<long long>(key))));
+    HeapTuple copy = heap_copytuple(&probe);
+    ReleaseBuffer(buf);
+    overwrite_fields(copy, key, token, granted_at, lease_ms);
+    heap_inplace_update(rel, copy);
+    heap_freetuple(copy);
+    return true;
+#endif
 }
 
 // First acquisition of a resource: insert its row. The tuple is inserted
@@ -237,11 +279,8 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
 
     Relation rel = table_open(state_oid, RowExclusiveLock);
     check_layout(rel);
-    Found f = lookup(rel, index_oid, key, resource, len);
     std::int32_t now = now_seconds();
-    if (f.found)
-        update_in_place(rel, &f.tid, key, token, now, lease_ms);
-    else
+    if (!record_in_place(rel, index_oid, key, resource, len, token, now, lease_ms))
         insert_row(rel, index_oid, key, resource, len, token, now, lease_ms);
     table_close(rel, RowExclusiveLock);
 

@@ -10,8 +10,11 @@
 // standby.
 //
 // The per-resource row (latest token, grant time, lease) is updated in place
-// with a generic WAL record that is not flushed on its own: any later durable
-// commit (in particular one of a write fenced with that token) flushes it.
+// (a heap "inplace" WAL record: no transaction id, so no commit flush); the
+// record is not flushed on its own: any later durable commit (in particular
+// one of a write fenced with that token) flushes it. A crash can therefore
+// leave current() behind a token that reached no durable write, never behind
+// one that did; the counter itself never goes back.
 #pragma once
 #include "pg/pg.hpp"
 
