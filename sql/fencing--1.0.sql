@@ -97,6 +97,17 @@ CREATE CAST (fencing.token AS bigint) WITHOUT FUNCTION AS ASSIGNMENT;
 -------------------------------------------------------------------------------
 CREATE SEQUENCE fencing.token_seq AS bigint MINVALUE 1 NO MAXVALUE START 1 CACHE 1 NO CYCLE;
 
+-- The counter starts at the current time in microseconds since 1970, not at 1.
+-- A counter created later (CREATE EXTENSION after DROP EXTENSION, or into the
+-- database a dump is restored into) thus starts above every token an earlier
+-- one issued, as long as that one issued fewer than a million tokens per
+-- second on average (the extension issues tens of thousands at most). For the
+-- same reason the counter's value is not part of pg_dump's output: the fresh
+-- counter of the restored database is already past it, a dumped value would
+-- only move it back.
+SELECT pg_catalog.setval('fencing.token_seq',
+    GREATEST(1, (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000000)::bigint), false);
+
 CREATE TABLE fencing.fence_state (
     key        bigint  NOT NULL,   -- 64-bit key of resource (src/core/resource_key)
     token      bigint  NOT NULL,   -- latest token issued for resource
@@ -108,7 +119,6 @@ CREATE TABLE fencing.fence_state (
 ALTER TABLE fencing.fence_state ALTER COLUMN resource SET STORAGE PLAIN;
 
 SELECT pg_catalog.pg_extension_config_dump('fencing.fence_state', '');
-SELECT pg_catalog.pg_extension_config_dump('fencing.token_seq', '');
 REVOKE ALL ON fencing.fence_state FROM PUBLIC;
 REVOKE ALL ON SEQUENCE fencing.token_seq FROM PUBLIC;
 
@@ -149,7 +159,11 @@ BEGIN
   EXECUTE format($v$
     CREATE VIEW fencing.locks AS
     SELECT s.resource,
-           CASE WHEN l.granted THEN s.token::fencing.token END AS token,
+           -- Like pg_stat_activity: other roles' tokens only for pg_read_all_stats.
+           CASE WHEN l.granted AND a.usesysid IS NOT NULL
+                     AND (pg_catalog.pg_has_role(a.usesysid, 'MEMBER')
+                          OR pg_catalog.pg_has_role('pg_read_all_stats', 'MEMBER'))
+                THEN s.token::fencing.token END AS token,
            l.pid,
            CASE l.mode WHEN 'ExclusiveLock' THEN 'session' ELSE 'transaction' END AS scope,
            l.granted,

@@ -1,0 +1,4 @@
+-- Smoke test: the extension installs, grants a token, and uninstalls.
+CREATE EXTENSION fencing;
+SELECT fencing.acquire('smoke')::bigint > 0;
+DROP EXTENSION fencing;

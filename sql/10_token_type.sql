@@ -1,0 +1,239 @@
+-- Issue 2, section 2: the type fencing.token.
+-- Text and binary I/O, bad input (22P02 / 22003), operators, btree and hash
+-- operator classes, min/max, and the casts from and to integers.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS fencing;
+RESET client_min_messages;
+
+-- The SQLSTATE a statement ends with ('ok' when it succeeds).
+CREATE FUNCTION pg_temp.sqlstate_of(stmt text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE stmt;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE;
+END
+$$;
+
+--------------------------------------------------------------------------------
+-- Text input and output.
+--------------------------------------------------------------------------------
+SELECT '1'::fencing.token AS smallest, '9223372036854775807'::fencing.token AS largest;
+SELECT ' 42 '::fencing.token AS spaces, '+7'::fencing.token AS plus, '007'::fencing.token AS zeros;
+SELECT '42'::fencing.token::text AS text_form, pg_typeof('42'::fencing.token);
+
+-- Every bad input of the issue, and a few more: 22P02 (syntax) or 22003 (range).
+SELECT input, pg_temp.sqlstate_of(format('SELECT %L::fencing.token', input)) AS sqlstate
+  FROM unnest(ARRAY['', 'abc', '0', '-5', '1.5', '12x', ' ', '9223372036854775808',
+                    '-0', '00', '-9223372036854775808', '18446744073709551616',
+                    '99999999999999999999x', '1e3', '0x10', '+', '-', '1 2', 'NaN']) WITH ORDINALITY AS t(input, n)
+ ORDER BY n;
+
+-- The messages (no crash, no internal error).
+SELECT ''::fencing.token;
+SELECT 'abc'::fencing.token;
+SELECT '0'::fencing.token;
+SELECT '-5'::fencing.token;
+SELECT '1.5'::fencing.token;
+SELECT '12x'::fencing.token;
+SELECT ' '::fencing.token;
+SELECT '9223372036854775808'::fencing.token;
+
+-- Bad input in a table column is refused the same way.
+CREATE TABLE t10_in (t fencing.token);
+INSERT INTO t10_in VALUES ('0');
+INSERT INTO t10_in VALUES ('abc');
+SELECT count(*) FROM t10_in;
+DROP TABLE t10_in;
+
+--------------------------------------------------------------------------------
+-- Operators and min/max as an application writes them: with the default
+-- search_path, which does not contain the schema fencing.
+--------------------------------------------------------------------------------
+SHOW search_path;
+SELECT '2'::fencing.token =  '2'::fencing.token AS eq,
+       '2'::fencing.token <> '3'::fencing.token AS ne,
+       '2'::fencing.token <  '3'::fencing.token AS lt,
+       '3'::fencing.token <= '3'::fencing.token AS le,
+       '4'::fencing.token >  '3'::fencing.token AS gt,
+       '3'::fencing.token >= '3'::fencing.token AS ge;
+SELECT '5'::fencing.token > 4 AS gt_int, '5'::fencing.token = 5::bigint AS eq_bigint;
+SELECT max(t) AS max, min(t) AS min
+  FROM (VALUES ('7'::fencing.token), ('9223372036854775807'), ('1'), (NULL)) AS v(t);
+SELECT pg_typeof(max(t)) FROM (VALUES ('7'::fencing.token)) AS v(t);
+
+SET search_path = fencing, public;
+
+--------------------------------------------------------------------------------
+-- Operators: every one of = <> < <= > >= on every ordering of two values.
+--------------------------------------------------------------------------------
+SELECT a, b, a = b AS eq, a <> b AS ne, a < b AS lt, a <= b AS le, a > b AS gt, a >= b AS ge
+  FROM (VALUES ('1'::fencing.token), ('2'), ('9223372036854775807')) AS x(a)
+ CROSS JOIN (VALUES ('1'::fencing.token), ('2'), ('9223372036854775807')) AS y(b)
+ ORDER BY a, b;
+-- Large values compare as numbers, not as text.
+SELECT '10'::fencing.token > '9'::fencing.token AS numeric_order,
+       '9223372036854775807'::fencing.token > '922337203685477580'::fencing.token AS large;
+-- NULL handling is SQL's.
+SELECT ('1'::fencing.token = NULL::fencing.token) IS NULL AS null_eq;
+
+--------------------------------------------------------------------------------
+-- btree operator class: primary key, ORDER BY, DISTINCT, GROUP BY, index scans.
+--------------------------------------------------------------------------------
+CREATE TABLE t10_pk (t fencing.token PRIMARY KEY, label text);
+INSERT INTO t10_pk VALUES (3, 'three'), (1, 'one'), ('9223372036854775807', 'max'), (2::bigint, 'two'), ('10', 'ten');
+INSERT INTO t10_pk VALUES (2, 'duplicate');
+SELECT t, label FROM t10_pk ORDER BY t;
+SELECT t, label FROM t10_pk ORDER BY t DESC LIMIT 2;
+SELECT t FROM t10_pk WHERE t > 2 AND t <= 10 ORDER BY t;
+SELECT min(t), max(t), count(*) FROM t10_pk;
+SELECT fencing.min(t) AS qualified_min, fencing.max(t) AS qualified_max FROM t10_pk;
+SELECT min(t) IS NULL AS empty_min, max(t) IS NULL AS empty_max FROM t10_pk WHERE false;
+
+SELECT DISTINCT t FROM (VALUES ('5'::fencing.token), ('3'), ('5'), ('3'), ('1')) AS v(t) ORDER BY t;
+SELECT t, count(*) FROM (VALUES ('5'::fencing.token), ('3'), ('5')) AS v(t) GROUP BY t ORDER BY t;
+
+-- The planner uses the primary key for equality and ranges, and for ORDER BY.
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT t FROM t10_pk WHERE t = 3;
+SELECT t FROM t10_pk WHERE t = 3;
+EXPLAIN (COSTS OFF) SELECT t FROM t10_pk WHERE t >= 3 ORDER BY t;
+SELECT t FROM t10_pk WHERE t >= 3 ORDER BY t;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+
+-- A sort big enough to use the sort support function.
+SELECT bool_and(ok) AS sorted
+  FROM (SELECT t >= lag(t, 1, t) OVER (ORDER BY n) AS ok
+          FROM (SELECT t, row_number() OVER (ORDER BY t) AS n
+                  FROM (SELECT ((g * 7919) % 10007 + 1)::fencing.token AS t
+                          FROM generate_series(1, 10007) g) s) s2) s3;
+
+--------------------------------------------------------------------------------
+-- hash operator class: hash index, hash join, hashed DISTINCT / GROUP BY.
+--------------------------------------------------------------------------------
+CREATE TABLE t10_a (t fencing.token, a text);
+CREATE TABLE t10_b (t fencing.token, b text);
+INSERT INTO t10_a SELECT g, 'a' || g FROM generate_series(1, 200) g;
+INSERT INTO t10_b SELECT g * 2, 'b' || g FROM generate_series(1, 200) g;
+ANALYZE t10_a;
+ANALYZE t10_b;
+
+SET enable_mergejoin = off;
+SET enable_nestloop = off;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM t10_a JOIN t10_b USING (t);
+SELECT count(*), min(t), max(t) FROM t10_a JOIN t10_b USING (t);
+RESET enable_mergejoin;
+RESET enable_nestloop;
+
+-- Merge join works too (the = operator MERGES).
+SET enable_hashjoin = off;
+SET enable_nestloop = off;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM t10_a JOIN t10_b USING (t);
+SELECT count(*) FROM t10_a JOIN t10_b USING (t);
+RESET enable_hashjoin;
+RESET enable_nestloop;
+
+SET enable_sort = off;
+EXPLAIN (COSTS OFF) SELECT DISTINCT t FROM t10_b;
+SELECT count(*) FROM (SELECT DISTINCT t FROM (SELECT t FROM t10_b UNION ALL SELECT t FROM t10_b) u) d;
+RESET enable_sort;
+
+CREATE INDEX t10_b_hash ON t10_b USING hash (t);
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT b FROM t10_b WHERE t = 40;
+SELECT b FROM t10_b WHERE t = 40;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+
+-- Equal tokens hash equally, and like bigint (same representation).
+SELECT token_hash('12345') = hashint8(12345) AS hash_like_int8,
+       token_hash_extended('12345', 42) = hashint8extended(12345, 42) AS hash_extended_like_int8;
+
+DROP TABLE t10_a, t10_b, t10_pk;
+
+--------------------------------------------------------------------------------
+-- Casts.
+--------------------------------------------------------------------------------
+-- integer and bigint to token: implicit.
+SELECT 5::fencing.token AS from_int, 5000000000::fencing.token AS from_bigint,
+       pg_typeof(5::fencing.token);
+CREATE TABLE t10_cast (t fencing.token, n bigint);
+INSERT INTO t10_cast (t) VALUES (1), (2::bigint), (9223372036854775807);
+-- A bigint parameter assigns to a token column without a cast.
+PREPARE t10_ins(bigint) AS INSERT INTO t10_cast (t) VALUES ($1);
+EXECUTE t10_ins(77);
+PREPARE t10_upd(bigint) AS UPDATE t10_cast SET t = $1 WHERE t = 77;
+EXECUTE t10_upd(78);
+SELECT t FROM t10_cast ORDER BY t;
+-- A token column compares with an integer parameter.
+PREPARE t10_sel(bigint) AS SELECT count(*) FROM t10_cast WHERE t >= $1;
+EXECUTE t10_sel(2);
+
+-- Values <= 0 raise 22003, however they arrive.
+SELECT 0::fencing.token;
+SELECT (-1)::fencing.token;
+SELECT 0::bigint::fencing.token;
+SELECT (-9223372036854775808)::bigint::fencing.token;
+EXECUTE t10_ins(0);
+EXECUTE t10_ins(-5);
+INSERT INTO t10_cast (t) VALUES (0);
+INSERT INTO t10_cast (t) VALUES (-1::bigint);
+SELECT stmt, pg_temp.sqlstate_of(stmt) AS sqlstate
+  FROM unnest(ARRAY['SELECT 0::fencing.token', 'SELECT (-1)::fencing.token',
+                    'SELECT 0::bigint::fencing.token', 'SELECT (-9223372036854775808)::bigint::fencing.token',
+                    'SELECT fencing.token(0)', 'SELECT fencing.token((-2)::bigint)',
+                    'INSERT INTO t10_cast (t) VALUES (0)', 'EXECUTE t10_ins(-5)',
+                    'SELECT 1::fencing.token', 'SELECT 2147483647::fencing.token']) WITH ORDINALITY AS s(stmt, n)
+ ORDER BY n;
+SELECT count(*) AS rows_after_bad_inserts FROM t10_cast;
+
+-- token to bigint: explicitly and by assignment.
+SELECT '9223372036854775807'::fencing.token::bigint AS as_bigint, pg_typeof('5'::fencing.token::bigint);
+UPDATE t10_cast SET n = t;
+SELECT t, n, n = t::bigint AS same FROM t10_cast ORDER BY t;
+CREATE TABLE t10_big (n bigint);
+INSERT INTO t10_big SELECT t FROM t10_cast;
+SELECT sum(n) > 0 AS assigned FROM t10_big;
+DEALLOCATE t10_ins;
+DEALLOCATE t10_upd;
+DEALLOCATE t10_sel;
+DROP TABLE t10_cast, t10_big;
+
+--------------------------------------------------------------------------------
+-- Binary send/recv: int8's wire format.
+--------------------------------------------------------------------------------
+SELECT token_send('258') AS wire, token_send('258') = int8send(258) AS like_int8,
+       token_send('9223372036854775807') = int8send(9223372036854775807) AS max_like_int8;
+
+-- COPY BINARY round trip (this goes through token_send and token_recv), and
+-- binary bigints read as tokens: <= 0 is refused on the way in.
+CREATE TABLE t10_bin (t fencing.token, n bigint);
+CREATE TABLE t10_bin2 (t fencing.token, n bigint);
+CREATE TABLE t10_binbig (t bigint, n bigint);
+INSERT INTO t10_bin VALUES (1, 1), (4294967296, 2), (9223372036854775807, 3);
+SELECT 'cat > /tmp/fencing_regress_10_' || pg_backend_pid() || '.bin' AS copy_out,
+       'cat /tmp/fencing_regress_10_' || pg_backend_pid() || '.bin' AS copy_in,
+       'cat > /dev/null; rm -f /tmp/fencing_regress_10_' || pg_backend_pid() || '.bin' AS copy_rm \gset
+COPY t10_bin TO PROGRAM :'copy_out' WITH (FORMAT binary);
+COPY t10_bin2 FROM PROGRAM :'copy_in' WITH (FORMAT binary);
+SELECT t, n FROM t10_bin2 ORDER BY n;
+SELECT count(*) AS identical FROM t10_bin JOIN t10_bin2 USING (t, n);
+-- A token file reads back as bigint (same wire format) and vice versa.
+COPY t10_binbig FROM PROGRAM :'copy_in' WITH (FORMAT binary);
+SELECT t, n FROM t10_binbig ORDER BY n;
+TRUNCATE t10_binbig;
+INSERT INTO t10_binbig VALUES (0, 1);
+COPY t10_binbig TO PROGRAM :'copy_out' WITH (FORMAT binary);
+COPY t10_bin2 FROM PROGRAM :'copy_in' WITH (FORMAT binary);
+TRUNCATE t10_binbig;
+INSERT INTO t10_binbig VALUES (-7, 1);
+COPY t10_binbig TO PROGRAM :'copy_out' WITH (FORMAT binary);
+COPY t10_bin2 FROM PROGRAM :'copy_in' WITH (FORMAT binary);
+SELECT count(*) AS rows_after_bad_copy FROM t10_bin2;
+COPY (SELECT 1) TO PROGRAM :'copy_rm';
+DROP TABLE t10_bin, t10_bin2, t10_binbig;
+
+RESET search_path;
