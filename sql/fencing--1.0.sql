@@ -144,6 +144,9 @@ CREATE FUNCTION fencing.validate(resource text, token fencing.token)
 CREATE FUNCTION fencing.renew(resource text)
     RETURNS interval AS 'MODULE_PATHNAME', 'fencing_renew' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+CREATE FUNCTION fencing.version() RETURNS text
+    AS 'MODULE_PATHNAME', 'fencing_version' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
 -- The 64-bit lock key of a resource name (the value in fence_state.key).
 CREATE FUNCTION fencing.resource_key(resource text)
     RETURNS bigint AS 'MODULE_PATHNAME', 'fencing_resource_key' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
