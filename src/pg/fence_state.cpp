@@ -208,16 +208,36 @@ void insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource
     heap_freetuple(tup);
 }
 
-// LSN of the newest WAL record that covers the sequence's current value.
-XLogRecPtr sequence_lsn(Oid seq) {
+// What the sequence's newest WAL record covers: the record's end (the page
+// LSN) and the highest value it logged (last_value + log_cnt on the page: a
+// sequence logs last_value + log_cnt and then counts log_cnt down).
+struct Covering {
+    XLogRecPtr lsn;
+    std::int64_t upto;
+};
+
+Covering sequence_covering(Oid seq) {
     Relation rel = relation_open(seq, AccessShareLock);
     Buffer buf = ReadBuffer(rel, 0);
     LockBuffer(buf, BUFFER_LOCK_SHARE);
-    XLogRecPtr lsn = PageGetLSN(BufferGetPage(buf));
+    Page page = BufferGetPage(buf);
+    Covering c{PageGetLSN(page), 0};
+    ItemId lp = PageGetItemId(page, FirstOffsetNumber);
+    if (ItemIdIsNormal(lp)) {
+        HeapTupleHeader htup = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, lp));
+        auto* data = reinterpret_cast<Form_pg_sequence_data>(reinterpret_cast<char*>(htup) + htup->t_hoff);
+        c.upto = data->last_value + (data->is_called ? data->log_cnt : 0);
+    }
     UnlockReleaseBuffer(buf);
     relation_close(rel, AccessShareLock);
-    return lsn;
+    return c;
 }
+
+// The highest token this backend knows to be durable (flushed, and confirmed
+// by synchronous standbys where configured). Tokens at or below it need no
+// look at the sequence page and no flush call: the common case, 31 times out
+// of 32.
+std::int64_t known_durable_upto = 0;
 
 // Whether synchronous standbys are configured (the checkpointer's view, as
 // SyncRepWaitForLSN uses it). The field changed shape in minor releases.
@@ -267,6 +287,94 @@ void check_sync_standby_required() {
                         errhint("Set synchronous_standby_names, or turn fencing.require_sync_standby off.")));
 }
 
+// ---------------------------------------------------------------------------
+// The token counter. It lives in the page of the sequence fencing.token_seq
+// (so the sequence's SQL view of it stays true), but is advanced here with a
+// log-ahead of kLogAhead values instead of the sequence's 32: one WAL record,
+// hence one flush, per kLogAhead tokens. The technique is the sequence's own:
+// under the buffer lock, WAL-log the page as it must be after a crash
+// (last_value = the highest value covered, log_cnt = 0), then set the page to
+// the value actually handed out, counting log_cnt down, without WAL. Redo
+// restores the covered value, so no token is issued twice. As for sequences,
+// the first change after a checkpoint is always logged (torn-page safety).
+// ---------------------------------------------------------------------------
+constexpr std::int64_t kLogAhead = 4096;
+
+Form_pg_sequence_data sequence_tuple(Page page) {
+    ItemId lp = PageGetItemId(page, FirstOffsetNumber);
+    if (PageGetMaxOffsetNumber(page) < FirstOffsetNumber || !ItemIdIsNormal(lp))
+        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.token_seq has no tuple")));
+    HeapTupleHeader htup = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, lp));
+    return reinterpret_cast<Form_pg_sequence_data>(reinterpret_cast<char*>(htup) + htup->t_hoff);
+}
+
+struct Issued {
+    std::int64_t token;
+    Covering covering;
+};
+
+Issued next_counter_value(Oid seq) {
+    if (RecoveryInProgress())
+        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+                        errmsg("cannot acquire a fencing lock during recovery"),
+                        errhint("Acquire fencing locks on the primary.")));
+    if (XactReadOnly)
+        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+                        errmsg("cannot acquire a fencing lock in a read-only transaction")));
+    // RowExclusiveLock, as nextval takes: advance_counter_past() excludes us
+    // with ShareRowExclusiveLock.
+    Relation rel = relation_open(seq, RowExclusiveLock);
+    if (rel->rd_rel->relkind != RELKIND_SEQUENCE || !RelationNeedsWAL(rel))
+        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.token_seq is not a logged sequence")));
+    Buffer buf = ReadBuffer(rel, 0);
+    LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+    Page page = BufferGetPage(buf);
+    Form_pg_sequence_data seq_data = sequence_tuple(page);
+
+    const std::int64_t last = seq_data->last_value;
+    const bool called = seq_data->is_called;
+    std::int64_t remaining = called ? seq_data->log_cnt : 0;
+    if (called && last == PG_INT64_MAX) {
+        UnlockReleaseBuffer(buf);
+        relation_close(rel, NoLock);
+        ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+                        errmsg("fencing token counter reached its maximum value")));
+    }
+    const std::int64_t token = called ? last + 1 : last;
+    const bool must_log = remaining <= 0 || PageGetLSN(page) <= GetRedoRecPtr();
+    Issued out{token, {PageGetLSN(page), token + (remaining > 0 ? remaining - 1 : 0)}};
+    if (must_log) {
+        std::int64_t covered = token > PG_INT64_MAX - kLogAhead ? PG_INT64_MAX : token + kLogAhead;
+        GenericXLogState* state = GenericXLogStart(rel);
+        Page copy = GenericXLogRegisterBuffer(state, buf, 0);
+        Form_pg_sequence_data logged = sequence_tuple(copy);
+        logged->last_value = covered;
+        logged->log_cnt = 0;
+        logged->is_called = true;
+        // Applies the copy to the buffer, marks it dirty, WAL-logs it and
+        // sets the page LSN, all in a critical section.
+        XLogRecPtr lsn = GenericXLogFinish(state);
+        seq_data = sequence_tuple(page);
+        START_CRIT_SECTION();
+        seq_data->last_value = token;
+        seq_data->log_cnt = covered - token;
+        seq_data->is_called = true;
+        MarkBufferDirty(buf);
+        END_CRIT_SECTION();
+        out.covering = Covering{lsn, covered};
+    } else {
+        START_CRIT_SECTION();
+        seq_data->last_value = token;
+        seq_data->log_cnt = remaining - 1;
+        seq_data->is_called = true;
+        MarkBufferDirty(buf);
+        END_CRIT_SECTION();
+    }
+    UnlockReleaseBuffer(buf);
+    relation_close(rel, NoLock);  // RowExclusiveLock is kept to the end of the transaction, as nextval's
+    return out;
+}
+
 }  // namespace
 
 std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::int32_t lease_ms) {
@@ -274,8 +382,9 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
     Oid state_oid = o.state, index_oid = o.index, seq_oid = o.seq;
     check_sync_standby_required();
 
-    std::int64_t token = nextval_internal(seq_oid, false);
-    XLogRecPtr covering = sequence_lsn(seq_oid);
+    const Issued issued = next_counter_value(seq_oid);
+    const std::int64_t token = issued.token;
+    const Covering covering = issued.covering;
 
     Relation rel = table_open(state_oid, RowExclusiveLock);
     check_layout(rel);
@@ -284,7 +393,10 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
         insert_row(rel, index_oid, key, resource, len, token, now, lease_ms);
     table_close(rel, RowExclusiveLock);
 
-    make_durable(covering);
+    if (token > known_durable_upto) {
+        make_durable(covering.lsn);
+        if (covering.upto >= token) known_durable_upto = covering.upto;
+    }
     return token;
 }
 
@@ -307,7 +419,7 @@ std::int64_t advance_counter_past(std::int64_t floor) {
         DirectFunctionCall2(setval_oid, ObjectIdGetDatum(o.seq), Int64GetDatum(floor));
         v = floor;
     }
-    make_durable(sequence_lsn(o.seq));
+    make_durable(sequence_covering(o.seq).lsn);
     return v;
 }
 
