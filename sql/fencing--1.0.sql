@@ -43,38 +43,42 @@ CREATE FUNCTION fencing.token_hash_extended(fencing.token, bigint) RETURNS bigin
 CREATE FUNCTION fencing.token_smaller(fencing.token, fencing.token) RETURNS fencing.token AS 'int8smaller' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION fencing.token_larger(fencing.token, fencing.token) RETURNS fencing.token AS 'int8larger' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
 
-CREATE OPERATOR fencing.= (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_eq,
-    COMMUTATOR = OPERATOR(fencing.=), NEGATOR = OPERATOR(fencing.<>), RESTRICT = eqsel, JOIN = eqjoinsel, HASHES, MERGES);
-CREATE OPERATOR fencing.<> (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_ne,
-    COMMUTATOR = OPERATOR(fencing.<>), NEGATOR = OPERATOR(fencing.=), RESTRICT = neqsel, JOIN = neqjoinsel);
-CREATE OPERATOR fencing.< (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_lt,
-    COMMUTATOR = OPERATOR(fencing.>), NEGATOR = OPERATOR(fencing.>=), RESTRICT = scalarltsel, JOIN = scalarltjoinsel);
-CREATE OPERATOR fencing.<= (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_le,
-    COMMUTATOR = OPERATOR(fencing.>=), NEGATOR = OPERATOR(fencing.>), RESTRICT = scalarlesel, JOIN = scalarlejoinsel);
-CREATE OPERATOR fencing.> (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_gt,
-    COMMUTATOR = OPERATOR(fencing.<), NEGATOR = OPERATOR(fencing.<=), RESTRICT = scalargtsel, JOIN = scalargtjoinsel);
-CREATE OPERATOR fencing.>= (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_ge,
-    COMMUTATOR = OPERATOR(fencing.<=), NEGATOR = OPERATOR(fencing.<), RESTRICT = scalargesel, JOIN = scalargejoinsel);
+-- The operators and aggregates live in pg_catalog, like every built-in
+-- type's: `fence_token < $2`, ORDER BY, min() and max() then work whatever the
+-- search_path, and no object in another schema can shadow them (pg_catalog is
+-- searched first). They apply to fencing.token only, so they clash with nothing.
+CREATE OPERATOR pg_catalog.= (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_eq,
+    COMMUTATOR = OPERATOR(pg_catalog.=), NEGATOR = OPERATOR(pg_catalog.<>), RESTRICT = eqsel, JOIN = eqjoinsel, HASHES, MERGES);
+CREATE OPERATOR pg_catalog.<> (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_ne,
+    COMMUTATOR = OPERATOR(pg_catalog.<>), NEGATOR = OPERATOR(pg_catalog.=), RESTRICT = neqsel, JOIN = neqjoinsel);
+CREATE OPERATOR pg_catalog.< (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_lt,
+    COMMUTATOR = OPERATOR(pg_catalog.>), NEGATOR = OPERATOR(pg_catalog.>=), RESTRICT = scalarltsel, JOIN = scalarltjoinsel);
+CREATE OPERATOR pg_catalog.<= (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_le,
+    COMMUTATOR = OPERATOR(pg_catalog.>=), NEGATOR = OPERATOR(pg_catalog.>), RESTRICT = scalarlesel, JOIN = scalarlejoinsel);
+CREATE OPERATOR pg_catalog.> (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_gt,
+    COMMUTATOR = OPERATOR(pg_catalog.<), NEGATOR = OPERATOR(pg_catalog.<=), RESTRICT = scalargtsel, JOIN = scalargtjoinsel);
+CREATE OPERATOR pg_catalog.>= (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_ge,
+    COMMUTATOR = OPERATOR(pg_catalog.<=), NEGATOR = OPERATOR(pg_catalog.<), RESTRICT = scalargesel, JOIN = scalargejoinsel);
 
 CREATE OPERATOR CLASS fencing.token_ops DEFAULT FOR TYPE fencing.token USING btree AS
-    OPERATOR 1 fencing.<,
-    OPERATOR 2 fencing.<=,
-    OPERATOR 3 fencing.=,
-    OPERATOR 4 fencing.>=,
-    OPERATOR 5 fencing.>,
+    OPERATOR 1 pg_catalog.<,
+    OPERATOR 2 pg_catalog.<=,
+    OPERATOR 3 pg_catalog.=,
+    OPERATOR 4 pg_catalog.>=,
+    OPERATOR 5 pg_catalog.>,
     FUNCTION 1 fencing.token_cmp(fencing.token, fencing.token),
     FUNCTION 2 fencing.token_sortsupport(internal);
 
 CREATE OPERATOR CLASS fencing.token_hash_ops DEFAULT FOR TYPE fencing.token USING hash AS
-    OPERATOR 1 fencing.=,
+    OPERATOR 1 pg_catalog.=,
     FUNCTION 1 fencing.token_hash(fencing.token),
     FUNCTION 2 fencing.token_hash_extended(fencing.token, bigint);
 
-CREATE AGGREGATE fencing.min(fencing.token) (
-    SFUNC = fencing.token_smaller, STYPE = fencing.token, SORTOP = OPERATOR(fencing.<),
+CREATE AGGREGATE pg_catalog.min(fencing.token) (
+    SFUNC = fencing.token_smaller, STYPE = fencing.token, SORTOP = OPERATOR(pg_catalog.<),
     COMBINEFUNC = fencing.token_smaller, PARALLEL = SAFE);
-CREATE AGGREGATE fencing.max(fencing.token) (
-    SFUNC = fencing.token_larger, STYPE = fencing.token, SORTOP = OPERATOR(fencing.>),
+CREATE AGGREGATE pg_catalog.max(fencing.token) (
+    SFUNC = fencing.token_larger, STYPE = fencing.token, SORTOP = OPERATOR(pg_catalog.>),
     COMBINEFUNC = fencing.token_larger, PARALLEL = SAFE);
 
 -- Casts: integers assign to tokens without a cast (<= 0 raises 22003); a token
