@@ -1,0 +1,68 @@
+-- The client scenario in psql (run by psql.sh with ON_ERROR_STOP=1):
+-- acquire (T1), fenced write with T1, release; a second session acquires
+-- (T2 > T1) and writes; the stale write with T1 fails with SQLSTATE FN001.
+-- Tokens are above 2^53 and must come back exactly (psql keeps them as text).
+\set ON_ERROR_STOP 1
+\set QUIET 1
+\pset tuples_only on
+\pset format unaligned
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS fencing;
+
+CREATE OR REPLACE FUNCTION psql_client_check(ok boolean, what text) RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF ok IS NOT TRUE THEN
+    RAISE EXCEPTION 'psql client: FAILED: %', what;
+  END IF;
+  RETURN 'ok - ' || what;
+END
+$$;
+
+-- The protected table. Its fence token column already holds 2^53 + 1, so
+-- fencing.protect moves the token counter past it: every token from now on
+-- is above 2^53 (a double cannot hold it exactly).
+DROP TABLE IF EXISTS psql_ledger;
+CREATE TABLE psql_ledger (id int PRIMARY KEY, balance bigint NOT NULL, fence_token fencing.token);
+INSERT INTO psql_ledger VALUES (1, 0, '9007199254740993');
+SELECT fencing.protect('psql_ledger') \gset
+
+-- ---- session 1: acquire, write, release ---------------------------------------
+SELECT fencing.acquire('clients:psql') AS t1 \gset
+\echo 'T1 =' :t1
+SELECT psql_client_check(:'t1'::numeric > 9007199254740993, 'T1 is above 2^53 + 1');
+UPDATE psql_ledger SET balance = balance + 100, fence_token = :'t1' WHERE id = 1;
+SELECT psql_client_check(:ROW_COUNT = 1, 'fenced write with T1 accepted');
+SELECT fence_token AS stored FROM psql_ledger WHERE id = 1 \gset
+SELECT psql_client_check(:'stored' = :'t1', 'T1 read back exactly (' || :'stored' || ')');
+SELECT psql_client_check(fencing.current('clients:psql')::text = :'t1', 'fencing.current returns T1 exactly');
+SELECT psql_client_check(fencing.release('clients:psql'), 'T1 released');
+
+-- ---- session 2: a second acquirer -------------------------------------------------
+\connect
+SET client_min_messages = warning;
+SELECT fencing.acquire('clients:psql') AS t2 \gset
+\echo 'T2 =' :t2
+SELECT psql_client_check(:'t2'::numeric > :'t1'::numeric, 'T2 > T1');
+UPDATE psql_ledger SET balance = balance + 100, fence_token = :'t2' WHERE id = 1;
+SELECT psql_client_check(:ROW_COUNT = 1, 'fenced write with T2 accepted');
+
+-- ---- the stale write with T1 ----------------------------------------------------------
+\echo 'stale write with T1 and validate(T1): two errors (FN001) expected on stderr'
+\set ON_ERROR_STOP 0
+UPDATE psql_ledger SET balance = balance + 100, fence_token = :'t1' WHERE id = 1;
+\set ON_ERROR_STOP 1
+SELECT psql_client_check(:'LAST_ERROR_SQLSTATE' = 'FN001',
+                         'stale write with T1 fails with SQLSTATE FN001 (got ' || :'LAST_ERROR_SQLSTATE' || ')');
+\set ON_ERROR_STOP 0
+SELECT fencing.validate('clients:psql', :'t1');
+\set ON_ERROR_STOP 1
+SELECT psql_client_check(:'LAST_ERROR_SQLSTATE' = 'FN001',
+                         'validate(T1) fails with SQLSTATE FN001 (got ' || :'LAST_ERROR_SQLSTATE' || ')');
+SELECT psql_client_check(fencing.validate('clients:psql', :'t2')::text = :'t2', 'validate(T2) returns T2 exactly');
+
+SELECT balance AS balance, fence_token AS stored FROM psql_ledger WHERE id = 1 \gset
+SELECT psql_client_check(:'stored' = :'t2' AND :balance = 200, 'the row holds T2 and only the two fenced writes');
+SELECT psql_client_check(fencing.release('clients:psql'), 'T2 released');
+SELECT psql_client_check(count(*) = 0, 'no fencing lock left') FROM fencing.locks WHERE resource = 'clients:psql';
+\echo 'psql client: all checks passed'
