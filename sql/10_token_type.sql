@@ -87,7 +87,7 @@ SELECT t, label FROM t10_pk ORDER BY t;
 SELECT t, label FROM t10_pk ORDER BY t DESC LIMIT 2;
 SELECT t FROM t10_pk WHERE t > 2 AND t <= 10 ORDER BY t;
 SELECT min(t), max(t), count(*) FROM t10_pk;
-SELECT fencing.min(t) AS qualified_min, fencing.max(t) AS qualified_max FROM t10_pk;
+SELECT pg_catalog.min(t) AS qualified_min, pg_catalog.max(t) AS qualified_max FROM t10_pk;
 SELECT min(t) IS NULL AS empty_min, max(t) IS NULL AS empty_max FROM t10_pk WHERE false;
 
 SELECT DISTINCT t FROM (VALUES ('5'::fencing.token), ('3'), ('5'), ('3'), ('1')) AS v(t) ORDER BY t;

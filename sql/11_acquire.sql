@@ -6,8 +6,6 @@
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
--- Operators on tokens live in the schema fencing.
-SET search_path = "$user", public, fencing;
 
 -- The SQLSTATE a statement ends with ('ok' when it succeeds).
 CREATE FUNCTION pg_temp.sqlstate_of(stmt text) RETURNS text LANGUAGE plpgsql AS $$
@@ -244,6 +242,27 @@ SELECT fencing.release('t11:both');
 SELECT * FROM pg_temp.my_advisory_locks();
 
 --------------------------------------------------------------------------------
+-- A read-only transaction cannot be granted a new token (25006) and keeps
+-- nothing; a lock the session already holds nests in it; current() and
+-- validate() work in it.
+--------------------------------------------------------------------------------
+BEGIN READ ONLY;
+SELECT pg_temp.sqlstate_of($$SELECT fencing.acquire('t11:ro')$$) AS acquire,
+       pg_temp.sqlstate_of($$SELECT fencing.try_acquire('t11:ro')$$) AS try_acquire,
+       pg_temp.sqlstate_of($$SELECT fencing.acquire_xact('t11:ro')$$) AS acquire_xact,
+       pg_temp.sqlstate_of($$SELECT fencing.try_acquire_xact('t11:ro')$$) AS try_acquire_xact;
+SELECT * FROM pg_temp.my_advisory_locks();
+ROLLBACK;
+SELECT fencing.acquire('t11:ro') AS ro1 \gset
+BEGIN READ ONLY;
+SELECT fencing.acquire('t11:ro') = :'ro1' AS nested_in_read_only,
+       fencing.current('t11:ro') = :'ro1' AS current_in_read_only,
+       fencing.validate('t11:ro', :'ro1') = :'ro1' AS validate_in_read_only;
+ROLLBACK;
+SELECT fencing.release('t11:ro') AS r1, fencing.release('t11:ro') AS r2;
+SELECT * FROM pg_temp.my_advisory_locks();
+
+--------------------------------------------------------------------------------
 -- Guarantee 1 in one session: tokens strictly increase whether the
 -- transaction that got them committed or aborted, for the first acquisition
 -- of a resource too.
@@ -471,8 +490,7 @@ SELECT fencing.release('t11:behind') AS r3;
 
 SELECT fencing.acquire('t11:discard') AS d1 \gset
 DISCARD ALL;
--- DISCARD ALL dropped the temporary helper functions and reset search_path.
-SET search_path = "$user", public, fencing;
+-- DISCARD ALL dropped the temporary helper functions too.
 SELECT count(*) AS advisory_locks_left FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
 SELECT fencing.acquire('t11:discard') AS d2 \gset
 SELECT fencing.acquire('t11:discard') AS d3 \gset
@@ -482,4 +500,3 @@ SELECT count(*) AS advisory_locks_left FROM pg_locks WHERE locktype = 'advisory'
 \set VERBOSITY terse
 SELECT fencing.validate('t11:discard', :'d2');
 \set VERBOSITY default
-RESET search_path;

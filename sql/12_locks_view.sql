@@ -4,8 +4,6 @@
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
--- Operators on tokens live in the schema fencing.
-SET search_path = "$user", public, fencing;
 
 -- The columns, in order.
 SELECT a.attnum, a.attname, format_type(a.atttypid, a.atttypmod) AS type
@@ -87,4 +85,3 @@ SELECT fencing.release('t12:app');
 RESET ROLE;
 DROP ROLE regress_fencing_t12_app;
 SELECT count(*) AS rows_at_end FROM fencing.locks WHERE pid = pg_backend_pid();
-RESET search_path;

@@ -5,6 +5,10 @@
 -- The token type: a 64-bit integer in 1 .. 9223372036854775807, stored and sent
 -- exactly like bigint (int8 wire format), with its own checked input.
 -------------------------------------------------------------------------------
+-- Every role may use the extension's functions, type and views; its state
+-- tables stay private (see the REVOKEs below).
+GRANT USAGE ON SCHEMA fencing TO PUBLIC;
+
 CREATE TYPE fencing.token;
 
 CREATE FUNCTION fencing.token_in(cstring) RETURNS fencing.token
@@ -142,7 +146,7 @@ CREATE FUNCTION fencing.release(resource text)
 CREATE FUNCTION fencing.release_all()
     RETURNS integer AS 'MODULE_PATHNAME', 'fencing_release_all' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION fencing.current(resource text)
-    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_current' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_current' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION fencing.validate(resource text, token fencing.token)
     RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_validate' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION fencing.renew(resource text)
@@ -167,8 +171,9 @@ BEGIN
     CREATE VIEW fencing.locks AS
     SELECT s.resource,
            -- Like pg_stat_activity: other roles' tokens only for pg_read_all_stats.
-           CASE WHEN l.granted AND a.usesysid IS NOT NULL
-                     AND (pg_catalog.pg_has_role(a.usesysid, 'MEMBER')
+           CASE WHEN l.granted
+                     AND (l.pid = pg_catalog.pg_backend_pid()
+                          OR (a.usesysid IS NOT NULL AND pg_catalog.pg_has_role(a.usesysid, 'MEMBER'))
                           OR pg_catalog.pg_has_role('pg_read_all_stats', 'MEMBER'))
                 THEN s.token::fencing.token END AS token,
            l.pid,

@@ -14,12 +14,15 @@ std::uint32_t Hold::xact_total() const noexcept {
 void HoldLedger::add(std::uint64_t key, std::int64_t token, bool session, std::uint32_t subxact,
                      std::int64_t lease_ms) {
     Hold& h = holds_[key];
+    const bool was_leased = h.lease_ms > 0;
     if (!h.held()) {
         h.token = token;
         h.lease_ms = lease_ms;
     } else if (lease_ms > 0 && (h.lease_ms == 0 || lease_ms < h.lease_ms)) {
         h.lease_ms = lease_ms;
     }
+    if (!was_leased && h.lease_ms > 0) ++leased_;
+    if (was_leased && h.lease_ms <= 0) --leased_;
     if (session) {
         ++h.session;
         return;
@@ -43,7 +46,15 @@ const Hold* HoldLedger::find(std::uint64_t key) const noexcept {
     return it == holds_.end() ? nullptr : &it->second;
 }
 
-void HoldLedger::forget(std::uint64_t key) noexcept { holds_.erase(key); }
+void HoldLedger::forget(std::uint64_t key) noexcept {
+    auto it = holds_.find(key);
+    if (it != holds_.end()) erase(it);
+}
+
+void HoldLedger::erase(Map::iterator it) noexcept {
+    if (it->second.lease_ms > 0) --leased_;
+    holds_.erase(it);
+}
 
 std::vector<std::pair<std::uint64_t, std::uint32_t>> HoldLedger::session_holds() const {
     std::vector<std::pair<std::uint64_t, std::uint32_t>> out;
@@ -89,6 +100,7 @@ void HoldLedger::xact_end() {
 }
 
 std::int64_t HoldLedger::shortest_lease() const noexcept {
+    if (leased_ == 0) return 0;
     std::int64_t best = 0;
     for (const auto& [key, h] : holds_) {
         (void)key;
@@ -97,8 +109,8 @@ std::int64_t HoldLedger::shortest_lease() const noexcept {
     return best;
 }
 
-void HoldLedger::drop_if_free(std::unordered_map<std::uint64_t, Hold>::iterator it) {
-    if (!it->second.held()) holds_.erase(it);
+void HoldLedger::drop_if_free(Map::iterator it) {
+    if (!it->second.held()) erase(it);
 }
 
 }  // namespace fencing::core

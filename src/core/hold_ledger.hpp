@@ -54,13 +54,17 @@ public:
     // The top-level transaction ended: every transaction hold is gone.
     void xact_end();
 
-    // Shortest lease among held keys; 0 when none is leased.
+    // Shortest lease among held keys; 0 when none is leased. Constant time
+    // unless some hold is leased (then linear in the holds).
     std::int64_t shortest_lease() const noexcept;
     std::size_t size() const noexcept { return holds_.size(); }
 
 private:
-    void drop_if_free(std::unordered_map<std::uint64_t, Hold>::iterator it);
-    std::unordered_map<std::uint64_t, Hold> holds_;
+    using Map = std::unordered_map<std::uint64_t, Hold>;
+    void drop_if_free(Map::iterator it);
+    void erase(Map::iterator it) noexcept;
+    Map holds_;
+    std::size_t leased_ = 0;  // holds with lease_ms > 0
 };
 
 }  // namespace fencing::core

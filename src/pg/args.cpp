@@ -39,6 +39,7 @@ std::int64_t interval_ms_arg(FunctionCallInfo fcinfo, int argno, const char* wha
                         errdetail("The interval given is %s.", DatumGetCString(DirectFunctionCall1(
                                                                   interval_out, IntervalPGetDatum(iv))))));
     __int128 ms = (usecs + 999) / 1000;  // round up: never wait or lease less than asked
+    if (ms > INT_MAX && allow_zero) return -1;  // a wait of more than 24 days: no limit
     if (ms > INT_MAX)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s is too long", what),
                         errdetail("The limit is %d milliseconds (about 24 days).", INT_MAX)));

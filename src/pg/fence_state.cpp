@@ -25,9 +25,17 @@ struct Oids {
 Oids cached;
 bool callback_registered = false;
 
+// The highest token this backend knows to be durable (flushed, and confirmed
+// by synchronous standbys where configured). Tokens at or below it need no
+// flush call: the common case, 4095 times out of 4096. Forgotten with the
+// counter's relation (DROP/CREATE EXTENSION).
+std::int64_t known_durable_upto = 0;
+
 void invalidate_oids(Datum, Oid relid) {
-    if (relid == InvalidOid || relid == cached.state || relid == cached.index || relid == cached.seq)
+    if (relid == InvalidOid || relid == cached.state || relid == cached.index || relid == cached.seq) {
         cached = Oids{};
+        known_durable_upto = 0;
+    }
 }
 
 const Oids& oids() {
@@ -138,20 +146,37 @@ void overwrite_fields(HeapTuple copy, std::uint64_t key, std::int64_t token, std
     memcpy(data + kOffLease, &lease_ms, sizeof lease_ms);
 }
 
-// Records the grant in the resource's existing row. False when there is none.
-bool record_in_place(Relation rel, Oid index, std::uint64_t key, const char* resource, int len, std::int64_t token,
-                     std::int32_t granted_at, std::int32_t lease_ms) {
+enum class Recorded {
+    updated,  // the row now holds the grant
+    missing,  // the resource has no row yet
+    behind,   // the row already holds a token >= this one: the counter is behind
+};
+
+std::int64_t token_field(HeapTuple tup) {
+    std::int64_t t;
+    memcpy(&t, reinterpret_cast<char*>(tup->t_data) + tup->t_data->t_hoff + kOffToken, sizeof t);
+    return t;
+}
+
+// Records the grant in the resource's existing row. The counter can be behind
+// a stored token when the rows were restored from a dump of a database whose
+// counter was ahead of this one's clock seed: *stored then says how far.
+Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char* resource, int len,
+                         std::int64_t token, std::int32_t granted_at, std::int32_t lease_ms, std::int64_t* stored) {
     ScanKeyData skey;
     ScanKeyInit(&skey, kAttKey, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(static_cast<std::int64_t>(key)));
 #ifdef FENCING_SYSTABLE_INPLACE
     HeapTuple old = nullptr;
     void* state = nullptr;
     systable_inplace_update_begin(rel, index, true, SnapshotSelf, 1, &skey, &old, &state);
-    if (old == nullptr) return false;
+    if (old == nullptr) return Recorded::missing;
+    bool behind = false;
     PG_TRY();
     {
         check_resource_text(old, RelationGetDescr(rel), key, resource, len);
-        overwrite_fields(old, key, token, granted_at, lease_ms);
+        *stored = token_field(old);
+        behind = *stored >= token;
+        if (!behind) overwrite_fields(old, key, token, granted_at, lease_ms);
     }
     PG_CATCH();
     {
@@ -159,12 +184,19 @@ bool record_in_place(Relation rel, Oid index, std::uint64_t key, const char* res
         PG_RE_THROW();
     }
     PG_END_TRY();
+    if (behind) {
+        systable_inplace_update_cancel(state);
+        heap_freetuple(old);
+        return Recorded::behind;
+    }
     systable_inplace_update_finish(state, old);
     heap_freetuple(old);
-    return true;
+    return Recorded::updated;
 #else
     Found f = lookup(rel, index, key, resource, len);
-    if (!f.found) return false;
+    if (!f.found) return Recorded::missing;
+    *stored = f.row.token;
+    if (f.row.token >= token) return Recorded::behind;
     HeapTupleData probe;
     probe.t_self = f.tid;
     Buffer buf;
@@ -176,7 +208,7 @@ bool record_in_place(Relation rel, Oid index, std::uint64_t key, const char* res
     overwrite_fields(copy, key, token, granted_at, lease_ms);
     heap_inplace_update(rel, copy);
     heap_freetuple(copy);
-    return true;
+    return Recorded::updated;
 #endif
 }
 
@@ -216,28 +248,7 @@ struct Covering {
     std::int64_t upto;
 };
 
-Covering sequence_covering(Oid seq) {
-    Relation rel = relation_open(seq, AccessShareLock);
-    Buffer buf = ReadBuffer(rel, 0);
-    LockBuffer(buf, BUFFER_LOCK_SHARE);
-    Page page = BufferGetPage(buf);
-    Covering c{PageGetLSN(page), 0};
-    ItemId lp = PageGetItemId(page, FirstOffsetNumber);
-    if (ItemIdIsNormal(lp)) {
-        HeapTupleHeader htup = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, lp));
-        auto* data = reinterpret_cast<Form_pg_sequence_data>(reinterpret_cast<char*>(htup) + htup->t_hoff);
-        c.upto = data->last_value + (data->is_called ? data->log_cnt : 0);
-    }
-    UnlockReleaseBuffer(buf);
-    relation_close(rel, AccessShareLock);
-    return c;
-}
 
-// The highest token this backend knows to be durable (flushed, and confirmed
-// by synchronous standbys where configured). Tokens at or below it need no
-// look at the sequence page and no flush call: the common case, 31 times out
-// of 32.
-std::int64_t known_durable_upto = 0;
 
 // Whether synchronous standbys are configured (the checkpointer's view, as
 // SyncRepWaitForLSN uses it). The field changed shape in minor releases.
@@ -313,7 +324,8 @@ struct Issued {
     Covering covering;
 };
 
-Issued next_counter_value(Oid seq) {
+// The next token, greater than `floor` too.
+Issued next_counter_value(Oid seq, std::int64_t floor) {
     if (RecoveryInProgress())
         ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
                         errmsg("cannot acquire a fencing lock during recovery"),
@@ -321,8 +333,8 @@ Issued next_counter_value(Oid seq) {
     if (XactReadOnly)
         ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
                         errmsg("cannot acquire a fencing lock in a read-only transaction")));
-    // RowExclusiveLock, as nextval takes: advance_counter_past() excludes us
-    // with ShareRowExclusiveLock.
+    // RowExclusiveLock, as nextval takes; the buffer lock serialises all
+    // changes of the counter (ours, and setval's by hand).
     Relation rel = relation_open(seq, RowExclusiveLock);
     if (rel->rd_rel->relkind != RELKIND_SEQUENCE || !RelationNeedsWAL(rel))
         ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.token_seq is not a logged sequence")));
@@ -340,7 +352,17 @@ Issued next_counter_value(Oid seq) {
         ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
                         errmsg("fencing token counter reached its maximum value")));
     }
-    const std::int64_t token = called ? last + 1 : last;
+    std::int64_t token = called ? last + 1 : last;
+    if (token <= floor) {
+        if (floor == PG_INT64_MAX) {
+            UnlockReleaseBuffer(buf);
+            relation_close(rel, NoLock);
+            ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+                            errmsg("fencing token counter reached its maximum value")));
+        }
+        token = floor + 1;
+        remaining = 0;  // beyond what the last record covers: log
+    }
     const bool must_log = remaining <= 0 || PageGetLSN(page) <= GetRedoRecPtr();
     Issued out{token, {PageGetLSN(page), token + (remaining > 0 ? remaining - 1 : 0)}};
     if (must_log) {
@@ -382,16 +404,26 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
     Oid state_oid = o.state, index_oid = o.index, seq_oid = o.seq;
     check_sync_standby_required();
 
-    const Issued issued = next_counter_value(seq_oid);
-    const std::int64_t token = issued.token;
-    const Covering covering = issued.covering;
+    Issued issued = next_counter_value(seq_oid, 0);
 
     Relation rel = table_open(state_oid, RowExclusiveLock);
     check_layout(rel);
     std::int32_t now = now_seconds();
-    if (!record_in_place(rel, index_oid, key, resource, len, token, now, lease_ms))
-        insert_row(rel, index_oid, key, resource, len, token, now, lease_ms);
+    for (;;) {
+        std::int64_t stored = 0;
+        Recorded r = record_in_place(rel, index_oid, key, resource, len, issued.token, now, lease_ms, &stored);
+        if (r == Recorded::updated) break;
+        if (r == Recorded::missing) {
+            insert_row(rel, index_oid, key, resource, len, issued.token, now, lease_ms);
+            break;
+        }
+        // The resource already holds a newer token than the counter's: move
+        // the counter past it (the token just drawn is never handed out).
+        issued = next_counter_value(seq_oid, stored);
+    }
     table_close(rel, RowExclusiveLock);
+    const std::int64_t token = issued.token;
+    const Covering covering = issued.covering;
 
     if (token > known_durable_upto) {
         make_durable(covering.lsn);
@@ -411,16 +443,10 @@ StateRow read_state(std::uint64_t key, const char* resource, int len) {
 
 std::int64_t advance_counter_past(std::int64_t floor) {
     const Oids& o = oids();
-    // Self-conflicting, and conflicting with nextval's RowExclusiveLock: no
-    // token can be issued between the read and the setval below.
-    LockRelationOid(o.seq, ShareRowExclusiveLock);
-    std::int64_t v = nextval_internal(o.seq, false);
-    if (v < floor) {
-        DirectFunctionCall2(setval_oid, ObjectIdGetDatum(o.seq), Int64GetDatum(floor));
-        v = floor;
-    }
-    make_durable(sequence_covering(o.seq).lsn);
-    return v;
+    Issued issued = next_counter_value(o.seq, floor);
+    make_durable(issued.covering.lsn);
+    if (issued.covering.upto > known_durable_upto) known_durable_upto = issued.covering.upto;
+    return issued.token;
 }
 
 Oid get_extension_owner_role() {

@@ -35,8 +35,8 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
 // The resource's row (found = false when it was never acquired).
 StateRow read_state(std::uint64_t key, const char* resource, int len);
 
-// Moves the token counter to at least `floor` (never backwards). Returns the
-// counter's value afterwards.
+// Moves the token counter past `floor` (never backwards): every token issued
+// from now on is greater. Returns the counter's value afterwards.
 std::int64_t advance_counter_past(std::int64_t floor);
 
 // The role that owns fencing.token_seq (the extension's owner).

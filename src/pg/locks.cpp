@@ -97,11 +97,10 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
     PG_TRY();
     {
         token = was_held ? token_of_own_hold(r) : issue_token(r.key, r.data, r.len, static_cast<std::int32_t>(lease_ms));
+        // Tokens are unique, so nobody else holds this tag; a validate()
+        // probe may hold it in ShareLock for an instant: wait that out.
         const LOCKTAG ttag = token_tag(token);
-        if (LockAcquire(&ttag, kTokenHoldMode, session, true) == LOCKACQUIRE_NOT_AVAIL)
-            ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
-                            errmsg("fence token %lld of resource \"%.*s\" is held by another session",
-                                   static_cast<long long>(token), r.len, r.data)));
+        (void)LockAcquire(&ttag, kTokenHoldMode, session, false);
     }
     PG_CATCH();
     {
@@ -112,6 +111,9 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
     PG_END_TRY();
 
     try {
+        // A ledger entry for a resource the lock manager says we did not hold
+        // is stale (pg_advisory_unlock_all(), DISCARD ALL): drop it first.
+        if (!was_held) ledger().forget(r.key);
         ledger().add(r.key, token, session, GetCurrentSubTransactionId(), lease_ms);
     } catch (...) {
         if (session) {
@@ -155,12 +157,12 @@ Datum acquire_entry(FunctionCallInfo fcinfo, bool session, bool try_only, const 
 [[noreturn]] void report_stale(const Resource& r, std::int64_t presented, const StateRow& row, const char* why) {
     if (row.found)
         ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN), errmsg("stale fence token for resource \"%.*s\"", r.len, r.data),
-                        errdetail("Token %lld was presented; the latest token of the resource is %lld; %s.",
-                                  static_cast<long long>(presented), static_cast<long long>(row.token), why),
+                        errdetail("Token %lld was presented for resource \"%.*s\"; its latest token is %lld; %s.",
+                                  static_cast<long long>(presented), r.len, r.data, static_cast<long long>(row.token), why),
                         errhint("The lock was lost; acquire it again and use the new token.")));
     ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN), errmsg("stale fence token for resource \"%.*s\"", r.len, r.data),
-                    errdetail("Token %lld was presented; the resource has never been acquired.",
-                              static_cast<long long>(presented)),
+                    errdetail("Token %lld was presented for resource \"%.*s\", which has never been acquired.",
+                              static_cast<long long>(presented), r.len, r.data),
                     errhint("Acquire the resource with fencing.acquire() and use the token it returns.")));
     pg_unreachable();
 }
@@ -222,7 +224,7 @@ FENCING_FUNCTION(fencing_validate) {
         Resource r = resource_arg(fcinfo, 0);
         if (PG_ARGISNULL(1))
             ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN), errmsg("stale fence token for resource \"%.*s\"", r.len, r.data),
-                            errdetail("No token was presented (the token is null)."),
+                            errdetail("No token was presented for resource \"%.*s\" (the token is null).", r.len, r.data),
                             errhint("Acquire the resource with fencing.acquire() and use the token it returns.")));
         std::int64_t token = PG_GETARG_INT64(1);
         StateRow row = read_state(r.key, r.data, r.len);
@@ -284,18 +286,6 @@ FENCING_FUNCTION(fencing_advance_past) {
         if (!owner)
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                             errmsg("must be owner of table %s", get_rel_name(relid))));
-        // The counter belongs to the extension's owner; act as that role.
-        Oid save_user;
-        int save_sec;
-        GetUserIdAndSecContext(&save_user, &save_sec);
-        Oid seq_owner = get_extension_owner_role();
-        SetUserIdAndSecContext(seq_owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-        std::int64_t v = 0;
-        PG_TRY();
-        { v = advance_counter_past(PG_GETARG_INT64(1)); }
-        PG_FINALLY();
-        { SetUserIdAndSecContext(save_user, save_sec); }
-        PG_END_TRY();
-        PG_RETURN_INT64(v);
+        PG_RETURN_INT64(advance_counter_past(PG_GETARG_INT64(1)));
     });
 }
