@@ -18,7 +18,7 @@ SELECT p.oid::regprocedure AS function, pg_get_function_arguments(p.oid) AS argu
  WHERE p.oid IN ('fencing.protect(regclass,name,boolean,text,boolean)'::regprocedure,
                  'fencing.unprotect(regclass)'::regprocedure,
                  'fencing.enforce()'::regprocedure)
- ORDER BY function::text;
+ ORDER BY p.oid::regprocedure::text;
 SELECT a.attname, format_type(a.atttypid, a.atttypmod)
   FROM pg_attribute a WHERE a.attrelid = 'fencing.protected'::regclass AND a.attnum > 0 ORDER BY a.attnum;
 
@@ -191,7 +191,7 @@ CREATE TABLE pt_sb (id int NOT NULL, region text NOT NULL, fence_token fencing.t
 ALTER TABLE pt_sa ATTACH PARTITION pt_sb FOR VALUES IN ('sb');
 -- Every partition carries the check; the view lists the table itself only.
 SELECT tgrelid::regclass AS rel, tgname, tgparentid <> 0 AS cloned, fencing.trigger_args(tgargs) AS args
-  FROM pg_trigger WHERE tgrelid::regclass::text LIKE 'pt%' ORDER BY rel::text;
+  FROM pg_trigger WHERE tgrelid::regclass::text LIKE 'pt%' ORDER BY tgrelid::regclass::text;
 SELECT * FROM fencing.protected WHERE tbl::text LIKE 'pt%';
 INSERT INTO pt VALUES (1, 'eu', 10, 'eu'), (1, 'us', 10, 'us'), (1, 'ap', 10, 'ap'), (1, 'sa', 10, 'sa'), (1, 'sb', 10, 'sb');
 INSERT INTO pt (id, region, v) VALUES (2, 'ap', 'no token');

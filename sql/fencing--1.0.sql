@@ -269,6 +269,22 @@ BEGIN
         RAISE EXCEPTION 'column "%" of table % is of type %', col, r.relname, format_type(coltype, NULL)
               USING ERRCODE = '42804', HINT = 'A fence token column must be of type fencing.token or bigint.';
     END IF;
+    IF EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col AND a.attgenerated <> '') THEN
+        RAISE EXCEPTION 'column "%" of table % is a generated column', col, r.relname USING ERRCODE = '0A000',
+              DETAIL = 'BEFORE triggers see a generated column before it is computed.',
+              HINT = 'Use an ordinary column for the token.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce' AND t.tgparentid <> 0) THEN
+        RAISE EXCEPTION 'table % is a partition of a protected table', r.relname USING ERRCODE = '55000',
+              DETAIL = 'Its protection comes from the partitioned table it belongs to.',
+              HINT = 'Protect or unprotect the partitioned table instead.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                WHERE i.inhparent = tbl AND NOT c.relispartition) THEN
+        RAISE EXCEPTION 'table % has inheritance children', r.relname USING ERRCODE = '0A000',
+              DETAIL = 'Writes through the parent reach its children, which the parent''s trigger does not check.',
+              HINT = 'Protect each child table, or use declarative partitioning.';
+    END IF;
 
     IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce') THEN
         EXECUTE format('DROP TRIGGER %I ON %I.%I', '~fencing_enforce', r.nspname, r.relname);
@@ -318,7 +334,7 @@ $fn$;
 
 CREATE VIEW fencing.protected AS
 SELECT t.tgrelid::regclass AS tbl,
-       a[1]::name          AS token_column,
+       a[1]::name COLLATE "C" AS token_column,
        a[2]::boolean       AS allow_equal,
        a[3]::text          AS on_stale,
        a[4]::boolean       AS fence_deletes

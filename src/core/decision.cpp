@@ -37,7 +37,12 @@ Decision decide(const WriteInput& in, const ProtectMode& mode) noexcept {
             return judge(std::nullopt, in.setting, true, in.setting.has_value(), mode);
         }
         case WriteEvent::update: {
-            if (in.assigned) return judge(in.stored, in.row_token, true, false, mode);
+            // The statement's SET list names the column. MERGE reports the
+            // union of all its UPDATE actions' columns, so when the value did
+            // not change and fencing.token is set, the setting is the token
+            // the writer meant (and the safer reading either way).
+            const bool unchanged_with_setting = in.setting && in.row_token == in.stored;
+            if (in.assigned && !unchanged_with_setting) return judge(in.stored, in.row_token, true, false, mode);
             if (in.setting) return judge(in.stored, in.setting, true, true, mode);
             // The statement names no token: the row still carries the stored
             // one (unless an earlier trigger changed it), which is not newer.

@@ -25,7 +25,10 @@ struct WriteInput {
     std::optional<std::int64_t> stored;
     // The new row's token column (INSERT, UPDATE); empty when NULL.
     std::optional<std::int64_t> row_token;
-    // UPDATE only: the statement assigns the token column itself.
+    // UPDATE only: the statement assigns the token column itself (its SET
+    // list names the column). When the value is unchanged and the setting is
+    // set, the setting wins: MERGE reports the union of all its actions'
+    // SET lists, so "named" need not mean "assigned by this action".
     bool assigned = false;
     // The transaction's fencing.token setting; empty when unset.
     std::optional<std::int64_t> setting;

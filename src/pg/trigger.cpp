@@ -34,6 +34,11 @@ struct CallSite {
     bool later_insert_trigger;  // an enabled BEFORE ROW INSERT trigger fires after ours
     bool later_update_trigger;
     char later_name[NAMEDATALEN];
+    // The old version of the row this statement's last accepted UPDATE
+    // judged: when PostgreSQL moves that row to another partition it fires
+    // the DELETE trigger for it, which is part of the accepted UPDATE.
+    bool moved_row_valid;
+    ItemPointerData moved_row;
 };
 
 bool parse_bool_arg(const char* s, bool* out) {
@@ -79,9 +84,15 @@ void build_call_site(CallSite* cs, TriggerData* td) {
     Oid type = TupleDescAttr(desc, attnum - 1)->atttypid;
     if (type != INT8OID && type != token_type_oid())
         ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
-                        errmsg("fence token column \"%s\" of relation \"%s\" is of type %s", column,
-                               RelationGetRelationName(rel), format_type_be(type)),
+                        errmsg("fence token column \"%s\" named by trigger \"%s\" of relation \"%s\" is of type %s",
+                               column, trig->tgname, RelationGetRelationName(rel), format_type_be(type)),
                         errhint("A fence token column must be of type fencing.token or bigint.")));
+    if (TupleDescAttr(desc, attnum - 1)->attgenerated != '\0')
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("fence token column \"%s\" named by trigger \"%s\" of relation \"%s\" is a generated column",
+                               column, trig->tgname, RelationGetRelationName(rel)),
+                        errdetail("BEFORE triggers see a generated column before it is computed."),
+                        errhint("Use an ordinary column for the token.")));
     core::ProtectMode mode;
     bool b = false;
     if (!parse_bool_arg(trig->tgargs[1], &b)) bad_arguments(trig, rel, "allow_equal must be true or false.");
@@ -101,6 +112,7 @@ void build_call_site(CallSite* cs, TriggerData* td) {
     cs->mode = mode;
     cs->later_insert_trigger = cs->later_update_trigger = false;
     cs->later_name[0] = '\0';
+    cs->moved_row_valid = false;
     // Triggers fire in name order. A BEFORE ROW trigger that fires after ours
     // could rewrite the token after the check: refuse writes rather than
     // accept a stale one.
@@ -174,12 +186,17 @@ char* describe_key(Relation rel, HeapTuple tup) {
     const char* key = describe_key(rel, keyrow);
     const char* what = ev == core::WriteEvent::insert ? "inserted" : ev == core::WriteEvent::update ? "updated" : "deleted";
     char* detail;
-    if (d.reason == core::RejectReason::no_token)
-        detail = ev == core::WriteEvent::del
-                     ? psprintf("Deleting from this table needs fencing.token to be set; the stored token is %s.",
-                                stored ? st_buf : "null")
-                     : psprintf("The row carries no fence token and fencing.token is not set; the stored token is %s.",
-                                stored ? st_buf : "null");
+    if (d.reason == core::RejectReason::no_token && ev == core::WriteEvent::del)
+        detail = psprintf("Deleting from this table needs fencing.token to be set; the stored token is %s.",
+                          stored ? st_buf : "null");
+    else if (d.reason == core::RejectReason::no_token && ev == core::WriteEvent::insert)
+        detail = psprintf("The row carries no fence token in column \"%s\" and fencing.token is not set.", column);
+    else if (d.reason == core::RejectReason::no_token && in.assigned)
+        detail = psprintf("The UPDATE sets column \"%s\" to null; the stored token is %s.", column,
+                          stored ? st_buf : "null");
+    else if (d.reason == core::RejectReason::no_token)
+        detail = psprintf("The row carries no fence token and fencing.token is not set; the stored token is %s.",
+                          stored ? st_buf : "null");
     else if (unstated)
         detail = psprintf("The UPDATE does not assign column \"%s\" and fencing.token is not set, so the row keeps "
                           "its stored token %s.",
@@ -268,7 +285,17 @@ Datum enforce(FunctionCallInfo fcinfo) {
             break;
     }
 
+    if (ev == core::WriteEvent::del && cs->mode.fence_deletes && cs->moved_row_valid &&
+        ItemPointerEquals(&td->tg_trigtuple->t_self, &cs->moved_row)) {
+        // The DELETE half of moving a row whose UPDATE was just accepted.
+        cs->moved_row_valid = false;
+        return PointerGetDatum(td->tg_trigtuple);
+    }
     const core::Decision d = core::decide(in, cs->mode);
+    if (ev == core::WriteEvent::update && d.verdict == core::Verdict::accept) {
+        cs->moved_row = td->tg_trigtuple->t_self;
+        cs->moved_row_valid = true;
+    }
     switch (d.verdict) {
         case core::Verdict::accept:
             break;

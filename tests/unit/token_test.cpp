@@ -228,7 +228,9 @@ TEST(FormatToken, RoundTripsThroughParseForTokens) {
     for (std::int64_t p = 1; p <= INT64_MAX / 10; p *= 10) {
         EXPECT_TRUE(parses_to(formatted(p), p));
         EXPECT_TRUE(parses_to(formatted(p + 1), p + 1));
-        if (p > 1) EXPECT_TRUE(parses_to(formatted(p - 1), p - 1));
+        if (p > 1) {
+            EXPECT_TRUE(parses_to(formatted(p - 1), p - 1));
+        }
     }
 }
 
@@ -256,7 +258,9 @@ TEST(FormatToken, MatchesToStringOverAPseudoRandomSweep) {
         std::int64_t v;
         __builtin_memcpy(&v, &x, sizeof v);
         ASSERT_EQ(formatted(v), std::to_string(v));
-        if (v >= 1) ASSERT_TRUE(parses_to(formatted(v), v));
+        if (v >= 1) {
+            ASSERT_TRUE(parses_to(formatted(v), v));
+        }
     }
 }
 

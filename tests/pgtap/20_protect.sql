@@ -1,0 +1,205 @@
+-- Issue 3: the enforcement API as pgTAP sees it: fencing.protect,
+-- fencing.unprotect and fencing.enforce with their exact signatures, the
+-- view fencing.protected, and the SQLSTATEs of the documented errors (FN001,
+-- 42703, 42804, 42501, 22023). Everything runs in one transaction that is
+-- rolled back. Tables are protected while empty (protect moves the token
+-- counter past the tokens a table holds).
+\set ON_ERROR_STOP 1
+\set QUIET 1
+\pset format unaligned
+\pset tuples_only true
+\pset pager off
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION IF NOT EXISTS fencing;
+RESET client_min_messages;
+
+BEGIN;
+SELECT plan(65);
+
+-- as_role(r, q): runs q as role r (an error propagates; the role switch is
+-- undone either way, as the caller's subtransaction is rolled back).
+CREATE SCHEMA t20;
+CREATE FUNCTION t20.as_role(r name, q text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('SET LOCAL ROLE %I', r);
+    EXECUTE q;
+    RESET ROLE;
+END $$;
+-- hint_of(q): the HINT of the error q raises.
+CREATE FUNCTION t20.hint_of(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE h text;
+BEGIN
+    EXECUTE q;
+    RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS h = PG_EXCEPTION_HINT;
+    RETURN h;
+END $$;
+
+--------------------------------------------------------------------------------
+-- Signatures.
+--------------------------------------------------------------------------------
+SELECT has_function('fencing', 'protect', ARRAY['regclass', 'name', 'boolean', 'text', 'boolean'],
+                    'fencing.protect(regclass, name, boolean, text, boolean)');
+SELECT function_returns('fencing', 'protect', ARRAY['regclass', 'name', 'boolean', 'text', 'boolean'], 'void',
+                        'fencing.protect returns void');
+SELECT is((SELECT pg_get_function_arguments('fencing.protect(regclass,name,boolean,text,boolean)'::regprocedure)),
+          'tbl regclass, token_column name DEFAULT NULL::name, allow_equal boolean DEFAULT false, on_stale text DEFAULT ''error''::text, fence_deletes boolean DEFAULT false',
+          'fencing.protect argument names and defaults');
+SELECT has_function('fencing', 'unprotect', ARRAY['regclass'], 'fencing.unprotect(regclass)');
+SELECT function_returns('fencing', 'unprotect', ARRAY['regclass'], 'boolean', 'fencing.unprotect returns boolean');
+SELECT is((SELECT pg_get_function_arguments('fencing.unprotect(regclass)'::regprocedure)), 'tbl regclass',
+          'fencing.unprotect argument name');
+SELECT has_function('fencing', 'enforce', ARRAY[]::name[], 'fencing.enforce()');
+SELECT function_returns('fencing', 'enforce', ARRAY[]::name[], 'trigger', 'fencing.enforce returns trigger');
+SELECT function_lang_is('fencing', 'enforce', ARRAY[]::name[], 'c', 'fencing.enforce is a C function');
+SELECT hasnt_function('fencing', 'protect', ARRAY['regclass'], 'no one-argument overload of fencing.protect');
+SELECT has_view('fencing', 'protected', 'view fencing.protected');
+SELECT columns_are('fencing', 'protected', ARRAY['tbl', 'token_column', 'allow_equal', 'on_stale', 'fence_deletes'],
+                   'fencing.protected columns');
+SELECT col_type_is('fencing', 'protected', 'tbl', 'regclass', 'protected.tbl is regclass');
+SELECT col_type_is('fencing', 'protected', 'token_column', 'name', 'protected.token_column is name');
+SELECT col_type_is('fencing', 'protected', 'allow_equal', 'boolean', 'protected.allow_equal is boolean');
+SELECT col_type_is('fencing', 'protected', 'on_stale', 'text', 'protected.on_stale is text');
+SELECT col_type_is('fencing', 'protected', 'fence_deletes', 'boolean', 'protected.fence_deletes is boolean');
+-- Like every name column of the catalogs, token_column has collation "C", so
+-- rows of the view compare with name values (pgTAP's results_eq, record =).
+SELECT is((SELECT attcollation FROM pg_attribute
+            WHERE attrelid = 'fencing.protected'::regclass AND attname = 'token_column'),
+          'pg_catalog."C"'::regcollation::oid, 'protected.token_column has the collation of type name');
+
+--------------------------------------------------------------------------------
+-- protect, the view, re-protect, unprotect.
+--------------------------------------------------------------------------------
+CREATE TABLE t20.acct (id int PRIMARY KEY, fence_token fencing.token, v text);
+CREATE TABLE t20.rev (id int PRIMARY KEY, etcd_revision bigint);
+CREATE TABLE t20.only_tok (id int, tok fencing.token);
+SELECT lives_ok($$SELECT fencing.protect('t20.acct')$$, 'protect with defaults');
+SELECT lives_ok($$SELECT fencing.protect('t20.rev', 'etcd_revision', true)$$, 'protect a bigint column by name');
+SELECT lives_ok($$SELECT fencing.protect('t20.only_tok')$$, 'protect finds the only fencing.token column');
+SELECT results_eq(
+    $$SELECT tbl, token_column::text, allow_equal, on_stale, fence_deletes FROM fencing.protected
+       WHERE tbl::text LIKE 't20.%' ORDER BY tbl::text$$,
+    $$VALUES ('t20.acct'::regclass, 'fence_token', false, 'error', false),
+             ('t20.only_tok'::regclass, 'tok', false, 'error', false),
+             ('t20.rev'::regclass, 'etcd_revision', true, 'error', false)$$,
+    'fencing.protected lists each protected table with its settings');
+SELECT is((SELECT tgname::text FROM pg_trigger WHERE tgrelid = 't20.acct'::regclass), '~fencing_enforce',
+          'the trigger is named "~fencing_enforce"');
+SELECT is((SELECT (tgtype & (1 | 2 | 4 | 8 | 16))::int FROM pg_trigger WHERE tgrelid = 't20.acct'::regclass),
+          1 | 2 | 4 | 8 | 16, 'BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW');
+SELECT lives_ok($$SELECT fencing.protect('t20.acct', allow_equal => true, on_stale => 'skip', fence_deletes => true)$$,
+                'protect again with other settings');
+SELECT results_eq(
+    $$SELECT tbl, token_column::text, allow_equal, on_stale, fence_deletes FROM fencing.protected WHERE tbl = 't20.acct'::regclass$$,
+    $$VALUES ('t20.acct'::regclass, 'fence_token', true, 'skip', true)$$,
+    'protecting again replaces the settings');
+SELECT is((SELECT count(*)::int FROM pg_trigger WHERE tgrelid = 't20.acct'::regclass), 1,
+          'protecting again leaves one trigger');
+SELECT lives_ok($$SELECT fencing.protect('t20.acct')$$, 'protect again with the defaults');
+SELECT is(fencing.unprotect('t20.only_tok'), true, 'unprotect returns true when it removed the check');
+SELECT is(fencing.unprotect('t20.only_tok'), false, 'unprotect returns false when the table was not protected');
+SELECT is_empty($$SELECT 1 FROM fencing.protected WHERE tbl = 't20.only_tok'::regclass$$,
+                'an unprotected table is not listed');
+
+-- Partitioned table: listed once, partitions (also later ones) carry the check.
+CREATE TABLE t20.part (id int, region text, fence_token fencing.token, PRIMARY KEY (id, region)) PARTITION BY LIST (region);
+CREATE TABLE t20.part_a PARTITION OF t20.part FOR VALUES IN ('a');
+SELECT lives_ok($$SELECT fencing.protect('t20.part', on_stale => 'skip')$$, 'protect a partitioned table');
+CREATE TABLE t20.part_b PARTITION OF t20.part FOR VALUES IN ('b');
+CREATE TABLE t20.part_c (fence_token fencing.token, region text NOT NULL, id int NOT NULL);
+ALTER TABLE t20.part ATTACH PARTITION t20.part_c FOR VALUES IN ('c');
+SELECT results_eq(
+    $$SELECT tbl, on_stale FROM fencing.protected WHERE tbl::text LIKE 't20.part%'$$,
+    $$VALUES ('t20.part'::regclass, 'skip'::text)$$,
+    'fencing.protected lists the partitioned table, not its partitions');
+SELECT is((SELECT count(*)::int FROM pg_trigger
+            WHERE tgrelid IN ('t20.part_a'::regclass, 't20.part_b'::regclass, 't20.part_c'::regclass)
+              AND tgname = '~fencing_enforce'), 3,
+          'existing, created and attached partitions carry the check');
+
+--------------------------------------------------------------------------------
+-- FN001: stale writes.
+--------------------------------------------------------------------------------
+INSERT INTO t20.acct VALUES (1, 10, 'a');
+SELECT throws_ok($$UPDATE t20.acct SET fence_token = 9 WHERE id = 1$$, 'FN001',
+                 'stale fence token for relation "acct"', 'UPDATE with a lower token: FN001');
+SELECT throws_ok($$UPDATE t20.acct SET fence_token = 10 WHERE id = 1$$, 'FN001',
+                 'stale fence token for relation "acct"', 'UPDATE with an equal token: FN001');
+SELECT throws_ok($$UPDATE t20.acct SET v = 'no token' WHERE id = 1$$, 'FN001',
+                 'stale fence token for relation "acct"', 'UPDATE that does not assign the token: FN001');
+SELECT throws_ok($$INSERT INTO t20.acct VALUES (2, NULL, 'b')$$, 'FN001',
+                 'stale fence token for relation "acct"', 'INSERT without a token: FN001');
+SELECT throws_ok($$INSERT INTO t20.acct VALUES (1, 5, 'c') ON CONFLICT (id) DO UPDATE SET fence_token = excluded.fence_token$$,
+                 'FN001', 'stale fence token for relation "acct"', 'ON CONFLICT DO UPDATE with a lower token: FN001');
+SELECT lives_ok($$UPDATE t20.acct SET fence_token = 11 WHERE id = 1$$, 'UPDATE with a higher token is accepted');
+INSERT INTO t20.rev VALUES (1, 500);
+SELECT throws_ok($$UPDATE t20.rev SET etcd_revision = NULL$$, 'FN001', 'stale fence token for relation "rev"',
+                 'bigint column: UPDATE to NULL: FN001');
+SELECT throws_ok($$UPDATE t20.rev SET etcd_revision = 499$$, 'FN001', 'stale fence token for relation "rev"',
+                 'bigint column: lower revision: FN001');
+SELECT lives_ok($$UPDATE t20.rev SET etcd_revision = 500$$, 'bigint column with allow_equal: equal revision accepted');
+SELECT is((SELECT fence_token::bigint FROM t20.acct WHERE id = 1), 11::bigint, 'the row holds the accepted token');
+
+--------------------------------------------------------------------------------
+-- 42703, 42804, 22023, 42501.
+--------------------------------------------------------------------------------
+CREATE TABLE t20.none (id int, v text);
+CREATE TABLE t20.two (id int, a fencing.token, b fencing.token);
+CREATE TABLE t20.texty (id int, fence_token text);
+CREATE TABLE t20.inty (id int, fence_token integer);
+SELECT throws_ok($$SELECT fencing.protect('t20.none')$$, '42703', NULL, 'no token column: 42703');
+SELECT throws_ok($$SELECT fencing.protect('t20.two')$$, '42703', NULL,
+                 'two token columns, none named fence_token: 42703');
+SELECT throws_ok($$SELECT fencing.protect('t20.acct', 'nope')$$, '42703', NULL, 'token_column names no column: 42703');
+SELECT matches(t20.hint_of($$SELECT fencing.protect('t20.none')$$), 'token_column',
+               'the 42703 hint names the token_column argument');
+SELECT throws_ok($$SELECT fencing.protect('t20.texty')$$, '42804', NULL, 'text column named fence_token: 42804');
+SELECT throws_ok($$SELECT fencing.protect('t20.inty')$$, '42804', NULL, 'integer column: 42804');
+SELECT throws_ok($$SELECT fencing.protect('t20.acct', 'v')$$, '42804', NULL, 'token_column of type text: 42804');
+SELECT throws_ok($$SELECT fencing.protect('t20.acct', on_stale => 'ignore')$$, '22023', NULL, 'on_stale ''ignore'': 22023');
+SELECT throws_ok($$SELECT fencing.protect('t20.acct', on_stale => NULL)$$, '22023', NULL, 'on_stale NULL: 22023');
+SELECT results_eq(
+    $$SELECT allow_equal, on_stale, fence_deletes FROM fencing.protected WHERE tbl = 't20.acct'::regclass$$,
+    $$VALUES (false, 'error'::text, false)$$,
+    'failed calls leave the settings alone');
+
+SET LOCAL client_min_messages = warning;
+CREATE ROLE t20_owner NOLOGIN;
+CREATE ROLE t20_other NOLOGIN;
+RESET client_min_messages;
+GRANT USAGE ON SCHEMA fencing, t20 TO t20_owner, t20_other;
+CREATE TABLE t20.owned (id int PRIMARY KEY, fence_token fencing.token, v text);
+ALTER TABLE t20.owned OWNER TO t20_owner;
+GRANT SELECT, INSERT, UPDATE, DELETE ON t20.owned TO t20_other;
+SELECT throws_ok($$SELECT t20.as_role('t20_other', 'SELECT fencing.protect(''t20.owned'')')$$, '42501', NULL,
+                 'a non-owner may not protect: 42501');
+SELECT lives_ok($$SELECT t20.as_role('t20_owner', 'SELECT fencing.protect(''t20.owned'')')$$, 'the owner may protect');
+SELECT throws_ok($$SELECT t20.as_role('t20_other', 'SELECT fencing.unprotect(''t20.owned'')')$$, '42501', NULL,
+                 'a non-owner may not unprotect: 42501');
+SELECT throws_ok($$SELECT t20.as_role('t20_other', 'ALTER TABLE t20.owned DISABLE TRIGGER "~fencing_enforce"')$$,
+                 '42501', NULL, 'a non-owner may not disable the trigger: 42501');
+SELECT throws_ok($$SELECT t20.as_role('t20_other', 'DROP TRIGGER "~fencing_enforce" ON t20.owned')$$,
+                 '42501', NULL, 'a non-owner may not drop the trigger: 42501');
+SELECT throws_ok($$SELECT t20.as_role('t20_other', 'SET session_replication_role = replica')$$,
+                 '42501', NULL, 'a non-owner may not set session_replication_role: 42501');
+SELECT throws_ok($$SELECT t20.as_role('t20_other', 'UPDATE fencing.fence_state SET token = 1')$$,
+                 '42501', NULL, 'a non-owner may not write fencing.fence_state: 42501');
+SELECT throws_ok($$SELECT t20.as_role('t20_other', 'SELECT setval(''fencing.token_seq'', 1)')$$,
+                 '42501', NULL, 'a non-owner may not setval fencing.token_seq: 42501');
+INSERT INTO t20.owned VALUES (1, 10, 'a');
+SELECT throws_ok($$SELECT t20.as_role('t20_other', 'UPDATE t20.owned SET fence_token = 9')$$,
+                 'FN001', 'stale fence token for relation "owned"', 'a writer with a stale token: FN001');
+SELECT lives_ok($$SELECT t20.as_role('t20_owner', 'SELECT fencing.unprotect(''t20.owned'')')$$, 'the owner may unprotect');
+
+--------------------------------------------------------------------------------
+-- A stored generated column cannot be the token column: the check runs
+-- before it is computed, so it could never judge the token the row ends with.
+--------------------------------------------------------------------------------
+CREATE TABLE t20.gen (id int PRIMARY KEY, raw bigint, fence_token bigint GENERATED ALWAYS AS (raw) STORED);
+SELECT throws_ok($$SELECT fencing.protect('t20.gen', allow_equal => true)$$, NULL, NULL,
+                 'protect refuses a generated token column');
+
+SELECT * FROM finish();
+ROLLBACK;
