@@ -41,7 +41,7 @@ Decision decide(const WriteInput& in, const ProtectMode& mode) noexcept {
             // union of all its UPDATE actions' columns, so when the value did
             // not change and fencing.token is set, the setting is the token
             // the writer meant (and the safer reading either way).
-            const bool unchanged_with_setting = in.setting && in.row_token == in.stored;
+            const bool unchanged_with_setting = in.setting && in.row_token && in.row_token == in.stored;
             if (in.assigned && !unchanged_with_setting) return judge(in.stored, in.row_token, true, false, mode);
             if (in.setting) return judge(in.stored, in.setting, true, true, mode);
             // The statement names no token: the row still carries the stored

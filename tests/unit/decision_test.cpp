@@ -387,7 +387,7 @@ Decision model(const WriteInput& in, const ProtectMode& m) {
             }
             break;
         case WriteEvent::update:
-            if (in.assigned && !(in.setting && in.row_token == in.stored)) {
+            if (in.assigned && !(in.setting && in.row_token && in.row_token == in.stored)) {
                 incoming = in.row_token;
             } else if (in.setting) {
                 incoming = in.setting;

@@ -1,0 +1,362 @@
+#!/usr/bin/env bash
+# suites.sh WORKDIR -- runs every test suite against a throwaway cluster.
+#
+# Started by test.sh as the unprivileged user, from a copy of the tree (this
+# script's ../..), after the extension and tests/unit/unit_tests were built and
+# installed. Usable directly too: `bash tests/scripts/suites.sh /tmp/somewhere`.
+#
+# Every individual result is appended to WORKDIR/results.txt as
+# "PASS <suite>/<name>" or "FAIL <suite>/<name>". Suites, in order:
+#
+#   unit       tests/unit/unit_tests (GoogleTest), one result per test case
+#   regress    pg_regress over sql/*.sql (not sql/fencing--*.sql), name order;
+#              each test creates (and drops) the extension itself
+#   isolation  pg_isolation_regress over tests/isolation/specs/*.spec
+#   pgtap      pg_prove over tests/pgtap/*.sql in a fresh database that
+#              already has the pgtap and fencing extensions; one result per
+#              assertion, plus a FAIL when a file dies or misses its plan
+#   tap        prove over tests/tap/*.pl (PostgreSQL::Test::Cluster; the tests
+#              start their own clusters); one result per assertion
+#   clients    every executable tests/clients/*.sh, exit 0 = pass; each gets a
+#              fresh database in PGDATABASE and a scratch dir in FENCING_TMP
+#
+# Suites without tests are skipped. The environment of the tests: PGHOST,
+# PGPORT, PGUSER=postgres (the throwaway cluster), FENCING_ROOT (this tree),
+# FENCING_PROFILE (quick|long). FENCING_TEST_TIMEOUT overrides the time limit
+# of one test file in seconds (quick 600, long 3600; a pg_regress run gets 3x),
+# FENCING_ISOLATION_TIMEOUT the seconds an isolation step may wait (120, 300).
+#
+# The exit status is non-zero only when the harness itself broke (e.g. the
+# cluster did not start); failed tests are reported in results.txt.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+work="${1:?usage: suites.sh WORKDIR}"
+mkdir -p "$work"
+work="$(cd "$work" && pwd)"
+results="$work/results.txt"
+touch "$results"
+
+# Nothing of the caller's libpq environment leaks into the tests.
+for v in $(compgen -e); do
+  case "$v" in PGBIN|PG_MAJOR) ;; PG*) unset "$v" ;; esac
+done
+
+export PATH="$PGBIN:$PATH"
+export FENCING_ROOT
+export FENCING_PROFILE="${FENCING_PROFILE:-quick}"
+cd "$FENCING_ROOT"
+
+pkglibdir="$(pg_config --pkglibdir)"
+PG_REGRESS_BIN="$pkglibdir/pgxs/src/test/regress/pg_regress"
+PG_ISOLATION_REGRESS_BIN="$pkglibdir/pgxs/src/test/isolation/pg_isolation_regress"
+PG_PERL_LIB="$pkglibdir/pgxs/src/test/perl"
+
+# Time limits in seconds: of one test file (unit binary, pgTAP, TAP or client
+# file; a whole pg_regress / pg_isolation_regress run gets three times as
+# much), and of one isolation step that waits (isolationtester cancels it).
+if [ "$FENCING_PROFILE" = long ]; then time_limit=3600 step_limit=300; else time_limit=600 step_limit=120; fi
+time_limit="${FENCING_TEST_TIMEOUT:-$time_limit}"
+step_limit="${FENCING_ISOLATION_TIMEOUT:-$step_limit}"
+
+# limited CMD...: runs CMD with the time limit (exit status 124 when it hit it).
+limited() { timeout --kill-after=30 "$time_limit" "$@"; }
+limited_3x() { timeout --kill-after=30 "$((3 * time_limit))" "$@"; }
+
+# record PASS|FAIL SUITE NAME
+record() { printf '%s %s/%s\n' "$1" "$2" "$3" >> "$results"; }
+
+# of SUITE [NAME]: the results recorded so far for SUITE, or for its test file
+# NAME ("NAME:<n> ..." assertions and "NAME (...)" file-level failures).
+of() {
+  awk -v s="$1/" -v n="${2:-}" '
+    { r = substr($0, index($0, " ") + 1) }
+    n == "" ? index(r, s) == 1 : (index(r, s n ":") == 1 || index(r, s n " (") == 1)
+  ' "$results"
+}
+# counts SUITE [NAME]: "N passed, N failed" for SUITE (or NAME).
+counts() {
+  local r
+  r="$(of "$@")"
+  echo "$(grep -c '^PASS ' <<<"$r" || true) passed, $(grep -c '^FAIL ' <<<"$r" || true) failed"
+}
+# failed_in SUITE [NAME]: true when something of SUITE (or NAME) failed.
+failed_in() { [ "$(of "$@" | grep -c '^FAIL ' || true)" -gt 0 ]; }
+
+# fresh_db NAME: (re)creates an empty database.
+fresh_db() {
+  PGOPTIONS="-c client_min_messages=warning" dropdb --if-exists "$1"
+  createdb -T template0 "$1"
+}
+
+# regress_db NAME: a fresh database with the settings pg_regress gives the
+# databases it creates itself (it does not touch them under --use-existing).
+regress_db() {
+  fresh_db "$1"
+  local s
+  for s in "lc_messages TO 'C'" "lc_monetary TO 'C'" "lc_numeric TO 'C'" "lc_time TO 'C'" \
+           "bytea_output TO 'hex'" "timezone_abbreviations TO 'Default'"; do
+    psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "ALTER DATABASE \"$1\" SET $s"
+  done
+}
+
+# existing GLOB: the files matching GLOB, in C name order (none: no output).
+existing() {
+  local f
+  for f in $1; do
+    if [ -e "$f" ]; then printf '%s\n' "$f"; fi
+  done | LC_ALL=C sort
+}
+
+# parse_tap SUITE LABEL OUTPUT EXIT_STATUS: one result per TAP assertion in the
+# (prove / pg_prove --verbose) OUTPUT, plus a FAIL for LABEL when the run died,
+# bailed out, missed its plan or failed without a failing assertion.
+parse_tap() {
+  python3 - "$@" >> "$results" <<'PY'
+import re, sys
+suite, label, path, rc = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+test_re = re.compile(r'^(not )?ok (\d+)\b\s*(.*)$')
+plan = None
+skip_all = False
+seen = failed = 0
+extra = []
+with open(path, errors="replace") as fh:
+    for line in fh:
+        line = line.rstrip("\n")
+        m = re.match(r'^1\.\.(\d+)(.*)$', line)
+        if m:
+            plan = int(m.group(1))
+            skip_all = plan == 0 and re.search(r'skip', m.group(2), re.I) is not None
+            continue
+        m = re.match(r'^Bail out!\s*(.*)$', line)
+        if m:
+            extra.append(f"{label} (bailed out: {m.group(1)[:100]})")
+            continue
+        m = test_re.match(line)
+        if not m:
+            continue
+        not_ok, num, desc = m.group(1), m.group(2), m.group(3).strip()
+        desc = re.sub(r'^-\s*', '', desc)
+        todo = re.search(r'(^|\s)#\s*todo\b', desc, re.I) is not None
+        seen += 1
+        ok = not not_ok or todo
+        if not ok:
+            failed += 1
+        name = f"{label}:{num}" + (f" - {desc[:120]}" if desc else "")
+        print(("PASS" if ok else "FAIL") + f" {suite}/{name}")
+if not skip_all:
+    if seen == 0:
+        extra.append(f"{label} (no test results, exit status {rc})")
+    elif plan is None:
+        extra.append(f"{label} (no plan, exit status {rc})")
+    elif seen != plan:
+        extra.append(f"{label} (planned {plan} tests, ran {seen})")
+if rc != 0 and failed == 0 and not extra:
+    extra.append(f"{label} (exit status {rc})")
+for e in extra:
+    print(f"FAIL {suite}/{e}")
+PY
+}
+
+# parse_regress SUITE OUTPUT TEST...: one result per pg_regress test.
+parse_regress() {
+  python3 - "$@" >> "$results" <<'PY'
+import re, sys
+suite, path, tests = sys.argv[1], sys.argv[2], sys.argv[3:]
+status = {}
+with open(path, errors="replace") as fh:
+    for line in fh:
+        # PostgreSQL <= 15: "test name   ... ok   12 ms" (or "     name ... FAILED")
+        m = re.match(r'^(?:test\s+|\s+)?(\S+)\s+\.\.\.\s+(ok|FAILED|failed)', line)
+        if m:
+            status[m.group(1)] = m.group(2) == "ok"
+            continue
+        # PostgreSQL >= 16: "ok 1  - name   12 ms" / "not ok 1 - name"
+        m = re.match(r'^(not )?ok\s+\d+\s+[-+]\s+(\S+)', line)
+        if m:
+            status[m.group(2)] = not m.group(1)
+for t in tests:
+    if t not in status:
+        print(f"FAIL {suite}/{t} (no result)")
+    else:
+        print(("PASS" if status[t] else "FAIL") + f" {suite}/{t}")
+PY
+}
+
+# ---- the throwaway cluster ----------------------------------------------------
+
+cluster="$work/cluster"
+mkdir -p "$cluster"
+stop_cluster() { bash "$FENCING_ROOT/tests/scripts/cluster.sh" stop "$cluster"; }
+trap stop_cluster EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+port="$(free_port)"
+log "starting a throwaway cluster on 127.0.0.1:$port ($cluster)"
+if ! bash "$FENCING_ROOT/tests/scripts/cluster.sh" start "$cluster" "$port"; then
+  record FAIL setup "cluster (did not start)"
+  tail -n 30 "$cluster/initdb.log" "$cluster/server.log" 2>/dev/null || true
+  exit 1
+fi
+export PGHOST=127.0.0.1 PGPORT="$port" PGUSER=postgres PGDATABASE=postgres
+
+# ---- suites -------------------------------------------------------------------
+
+suite_unit() {
+  [ -n "$(existing 'tests/unit/*.cpp')" ] || return 0
+  local bin="tests/unit/unit_tests" out="$work/unit" rc=0
+  mkdir -p "$out"
+  if [ ! -x "$bin" ]; then
+    record FAIL unit "unit_tests (not built)"
+    return 0
+  fi
+  limited "$bin" --gtest_output="xml:$out/unit_tests.xml" > "$out/output.txt" 2>&1 || rc=$?
+  if [ -f "$out/unit_tests.xml" ]; then
+    python3 - "$out/unit_tests.xml" >> "$results" <<'PY'
+import sys, xml.etree.ElementTree as ET
+for tc in ET.parse(sys.argv[1]).getroot().iter("testcase"):
+    if tc.get("result") == "skipped" or tc.get("status") == "notrun":
+        continue
+    bad = tc.find("failure") is not None or tc.find("error") is not None
+    print(("FAIL" if bad else "PASS") + f" unit/{tc.get('classname')}.{tc.get('name')}")
+PY
+  fi
+  if [ "$rc" -ne 0 ] && ! failed_in unit; then
+    record FAIL unit "unit_tests (exit status $rc)"
+  fi
+  if failed_in unit; then
+    grep -vE '^\[ +(RUN|OK) +\]' "$out/output.txt" | tail -n 200 || true
+  fi
+}
+
+# run_pg_regress SUITE DRIVER DB INPUTDIR TEST...
+run_pg_regress() {
+  local suite="$1" driver="$2" db="$3" inputdir="$4" out="$work/${1}_out" rc=0 t runnable=()
+  shift 4
+  # A test without expected output would make pg_regress give up on all the
+  # tests after it: report it alone and leave it out.
+  for t in "$@"; do
+    if [ -n "$(existing "$inputdir/expected/$t.out $inputdir/expected/${t}_[0-9].out")" ]; then
+      runnable+=("$t")
+    else
+      record FAIL "$suite" "$t (no expected output $inputdir/expected/$t.out)"
+    fi
+  done
+  [ ${#runnable[@]} -gt 0 ] || return 0
+  set -- "${runnable[@]}"
+  mkdir -p "$out"
+  regress_db "$db"
+  limited_3x "$driver" --use-existing --host="$PGHOST" --port="$PGPORT" --user=postgres \
+      --inputdir="$inputdir" --outputdir="$out" --dbname="$db" "$@" > "$out/output.txt" 2>&1 || rc=$?
+  sed 's/^/  /' "$out/output.txt"
+  parse_regress "$suite" "$out/output.txt" "$@"
+  if [ "$rc" -ne 0 ] && ! failed_in "$suite"; then
+    record FAIL "$suite" "$(basename "$driver") (exit status $rc)"
+  fi
+  if failed_in "$suite" && [ -s "$out/regression.diffs" ]; then
+    echo "---- $out/regression.diffs"
+    head -n 400 "$out/regression.diffs"
+  fi
+}
+
+suite_regress() {
+  local tests=() f
+  while IFS= read -r f; do
+    case "$(basename "$f")" in fencing--*) continue ;; esac
+    tests+=("$(basename "$f" .sql)")
+  done < <(existing 'sql/*.sql')
+  [ ${#tests[@]} -gt 0 ] || return 0
+  run_pg_regress regress "$PG_REGRESS_BIN" fencing_regress . "${tests[@]}"
+}
+
+suite_isolation() {
+  local tests=() f
+  while IFS= read -r f; do tests+=("$(basename "$f" .spec)"); done < <(existing 'tests/isolation/specs/*.spec')
+  [ ${#tests[@]} -gt 0 ] || return 0
+  PGISOLATIONTIMEOUT="$step_limit" run_pg_regress isolation "$PG_ISOLATION_REGRESS_BIN" fencing_isolation tests/isolation "${tests[@]}"
+}
+
+suite_pgtap() {
+  local files=() f name out="$work/pgtap_out" rc
+  while IFS= read -r f; do files+=("$f"); done < <(existing 'tests/pgtap/*.sql')
+  [ ${#files[@]} -gt 0 ] || return 0
+  mkdir -p "$out"
+  fresh_db fencing_pgtap
+  if ! psql -X -q -v ON_ERROR_STOP=1 -d fencing_pgtap \
+      -c 'CREATE EXTENSION pgtap' -c 'CREATE EXTENSION fencing' > "$out/setup.txt" 2>&1; then
+    cat "$out/setup.txt"
+    for f in "${files[@]}"; do record FAIL pgtap "$(basename "$f" .sql) (setup: CREATE EXTENSION failed)"; done
+    return 0
+  fi
+  for f in "${files[@]}"; do
+    name="$(basename "$f" .sql)"
+    rc=0
+    limited pg_prove --verbose -d fencing_pgtap "$f" > "$out/$name.txt" 2>&1 || rc=$?
+    parse_tap pgtap "$name" "$out/$name.txt" "$rc"
+    echo "  pgtap/$name: $(counts pgtap "$name")"
+    if failed_in pgtap "$name"; then sed 's/^/    /' "$out/$name.txt" | tail -n 150; fi
+  done
+}
+
+suite_tap() {
+  local files=() f name dir rc
+  while IFS= read -r f; do files+=("$f"); done < <(existing 'tests/tap/*.pl')
+  [ ${#files[@]} -gt 0 ] || return 0
+  for f in "${files[@]}"; do
+    name="$(basename "$f" .pl)"
+    dir="$work/tap_out/$name"
+    mkdir -p "$dir"
+    rc=0
+    limited env PG_REGRESS="$PG_REGRESS_BIN" TESTDIR="$dir" TESTDATADIR="$dir/data" TESTLOGDIR="$dir/log" \
+        PG_TEST_PORT_DIR="$work/tap_out" with_ssl=no \
+        prove --verbose -I "$PG_PERL_LIB" -I "$FENCING_ROOT/tests/tap" "$f" > "$dir/output.txt" 2>&1 || rc=$?
+    parse_tap tap "$name" "$dir/output.txt" "$rc"
+    echo "  tap/$name: $(counts tap "$name")"
+    if failed_in tap "$name"; then
+      sed 's/^/    /' "$dir/output.txt" | tail -n 150
+      echo "    (logs: $dir/tmp_check/log)"
+    fi
+  done
+}
+
+suite_clients() {
+  local f name dir rc
+  for f in tests/clients/*.sh; do
+    [ -f "$f" ] && [ -x "$f" ] || continue
+    name="$(basename "$f" .sh)"
+    dir="$work/clients/$name"
+    mkdir -p "$dir"
+    fresh_db fencing_clients
+    rc=0
+    limited env PGDATABASE=fencing_clients FENCING_TMP="$dir" "$f" > "$dir/output.txt" 2>&1 || rc=$?
+    if [ "$rc" -eq 0 ]; then
+      record PASS clients "$name"
+    else
+      record FAIL clients "$name (exit status $rc)"
+      sed 's/^/    /' "$dir/output.txt" | tail -n 80
+    fi
+    echo "  clients/$name: exit status $rc"
+  done
+}
+
+# run_suite NAME: runs suite_NAME in a subshell (so that an error inside it ends
+# only that suite) and prints its counts.
+run_suite() {
+  local rc=0
+  log "suite $1"
+  set +e
+  ( set -e; "suite_$1" )
+  rc=$?
+  set -e
+  if [ "$rc" -ne 0 ]; then
+    record FAIL "$1" "(suite aborted, exit status $rc)"
+  fi
+  if [ -n "$(of "$1")" ]; then
+    log "suite $1: $(counts "$1")"
+  fi
+}
+
+for suite in unit regress isolation pgtap tap clients; do
+  run_suite "$suite"
+done

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# test.sh quick|long -- `make test` / `make test-long`.
+#
+# Installs the Debian packages that are missing, builds and installs the
+# extension and the unit tests, copies the tree into a scratch directory owned
+# by the unprivileged user and runs tests/scripts/suites.sh there as that user
+# (a throwaway cluster on a free loopback port; no system cluster is touched).
+#
+# Every test result is a line "PASS <suite>/<name>" or "FAIL <suite>/<name>".
+# The last line printed is exactly "N passed, N failed"; the exit status is
+# non-zero when anything failed or when no test ran at all.
+#
+# Environment: FENCING_KEEP_WORKDIR=1 keeps the scratch directory even when
+# everything passed (it is always kept after a failure).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+profile="${1:-quick}"
+case "$profile" in
+  quick|long) ;;
+  *) echo "usage: $0 quick|long" >&2; exit 2 ;;
+esac
+export FENCING_PROFILE="$profile"
+# Building and testing are heavy and the machine is small: be nice to it.
+renice -n 10 -p $$ >/dev/null 2>&1 || true
+
+# Packages of the test suites (later suites add theirs here).
+TEST_PACKAGES=("${BASE_PACKAGES[@]}" python3-psycopg2 pgbouncer nodejs npm)
+
+# NodeSource's nodejs package bundles npm and conflicts with Debian's npm:
+# when an npm is already there, do not ask for the Debian one.
+if command -v npm >/dev/null 2>&1; then
+  pkgs=()
+  for p in "${TEST_PACKAGES[@]}"; do [ "$p" = npm ] || pkgs+=("$p"); done
+  TEST_PACKAGES=("${pkgs[@]}")
+fi
+
+work=""
+results=""
+stage="start"
+summary_done=0
+
+# summary: failed names, then "N passed, N failed" as the very last line.
+summary() {
+  local passed=0 failed=0
+  if [ -n "$results" ] && [ -f "$results" ]; then
+    passed=$(grep -c '^PASS ' "$results" || true)
+    failed=$(grep -c '^FAIL ' "$results" || true)
+  fi
+  echo
+  if [ "$failed" -gt 0 ]; then
+    echo "Failed tests:"
+    grep '^FAIL ' "$results" | sed 's/^FAIL /  /'
+  fi
+  if [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ]; then echo "No test ran."; fi
+  if [ -n "$work" ] && { [ "$failed" -gt 0 ] || [ "$passed" -eq 0 ]; }; then
+    echo "Logs and outputs (kept): $work"
+  fi
+  summary_done=1
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+}
+
+# A step before the suites failed (set -e got us here): still end with the
+# summary line, counting the failed step.
+on_exit() {
+  local rc=$?
+  trap - EXIT
+  if [ "$summary_done" -eq 0 ]; then
+    local tmp=""
+    if [ -z "$results" ]; then tmp="$(mktemp /tmp/fencing-results.XXXXXX)"; results="$tmp"; fi
+    echo "FAIL setup/$stage" >> "$results"
+    summary || true
+    if [ -n "$tmp" ]; then rm -f "$tmp"; fi
+    [ "$rc" -eq 0 ] && rc=1
+  fi
+  exit "$rc"
+}
+trap on_exit EXIT
+
+stage="packages"
+ensure_packages "${TEST_PACKAGES[@]}"
+stage="user"
+ensure_user
+stage="build_and_install"
+build_and_install
+stage="build_unit_tests"
+log "building the unit tests"
+# Always relink: make cannot tell that a test file was removed.
+rm -f "$FENCING_ROOT/tests/unit/unit_tests"
+make -C "$FENCING_ROOT" -s tests/unit/unit_tests PG_CONFIG="$PGBIN/pg_config" >/dev/null
+
+stage="workdir"
+work="$(make_workdir)"
+results="$work/results.txt"
+: > "$results"
+log "copying the tree into $work/repo"
+mkdir -p "$work/repo"
+tar -C "$FENCING_ROOT" -cf - \
+    --exclude=./.git --exclude=./results --exclude=./tmp_check --exclude=./log \
+    --exclude=./regression.diffs --exclude=./regression.out --exclude=./tests/isolation/output_iso . |
+  tar -C "$work/repo" -xf -
+[ "$(id -u)" -eq 0 ] && chown -R "$FENCING_USER" "$work"
+
+stage="suites"
+log "running the suites as ${FENCING_USER} (profile $profile)"
+rc=0
+as_user env FENCING_PROFILE="$profile" bash "$work/repo/tests/scripts/suites.sh" "$work" || rc=$?
+if [ "$rc" -ne 0 ]; then
+  echo "FAIL runner/suites.sh (exit status $rc)" >> "$results"
+fi
+
+trap - EXIT
+if summary; then
+  [ "${FENCING_KEEP_WORKDIR:-0}" = 1 ] || rm -rf "$work"
+  exit 0
+fi
+exit 1
