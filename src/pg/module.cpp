@@ -7,14 +7,11 @@
 
 static_assert(fencing::core::kPureCore, "the core must be built without PostgreSQL headers");
 
-// The module is built with -fvisibility=hidden; the magic block must be seen.
-#pragma GCC visibility push(default)
 extern "C" {
 PG_MODULE_MAGIC;
 }
-#pragma GCC visibility pop
 
-FENCING_EXPORT void _PG_init(void);
+extern "C" PGDLLEXPORT void _PG_init(void);
 
 void _PG_init(void) {
     fencing::pg::define_settings();

@@ -2,6 +2,13 @@
 // Everything in src/pg includes this first; nothing in src/core may.
 #pragma once
 
+// The module is built with -fvisibility=hidden; what PostgreSQL must find by
+// name (PG_MODULE_MAGIC, PG_FUNCTION_INFO_V1's records, the functions) is
+// marked PGDLLEXPORT, which c.h leaves empty on Linux before PostgreSQL 16.
+#ifndef PGDLLEXPORT
+#define PGDLLEXPORT __attribute__((visibility("default")))
+#endif
+
 extern "C" {
 #include "postgres.h"
 
@@ -52,15 +59,10 @@ extern "C" {
 // clients do not retry a write that lost its lock.
 #define ERRCODE_FENCING_STALE_TOKEN MAKE_SQLSTATE('F', 'N', '0', '0', '1')
 
-// Every SQL-callable symbol must be visible despite -fvisibility=hidden.
-#define FENCING_EXPORT extern "C" __attribute__((visibility("default")))
-
-// PG_FUNCTION_INFO_V1 declares the function without our visibility; declare
-// both ourselves.
-#define FENCING_FUNCTION(name)                                                   \
-    FENCING_EXPORT const Pg_finfo_record* CppConcat(pg_finfo_, name)(void);      \
-    const Pg_finfo_record* CppConcat(pg_finfo_, name)(void) {                    \
-        static const Pg_finfo_record my_finfo = {1};                             \
-        return &my_finfo;                                                        \
-    }                                                                            \
-    FENCING_EXPORT Datum name(PG_FUNCTION_ARGS)
+// Declares an SQL-callable function: C linkage, PG_FUNCTION_INFO_V1, visible.
+// Its body must run under fencing::pg::guarded() (see bridge.hpp).
+#define FENCING_FUNCTION(name)       \
+    extern "C" {                     \
+    PG_FUNCTION_INFO_V1(name);       \
+    }                                \
+    extern "C" PGDLLEXPORT Datum name(PG_FUNCTION_ARGS)

@@ -29,6 +29,7 @@ namespace {
 }  // namespace
 
 FENCING_FUNCTION(fencing_token_in) {
+    return pg::guarded("fencing.token_in", [&]() -> Datum {
     const char* text = PG_GETARG_CSTRING(0);
     core::ParseResult r = core::parse_token(text, strlen(text));
     if (r.status != core::ParseStatus::ok) {
@@ -47,33 +48,42 @@ FENCING_FUNCTION(fencing_token_in) {
         report_bad_token(text, r.status);
     }
     PG_RETURN_INT64(r.value);
+    });
 }
 
 FENCING_FUNCTION(fencing_token_out) {
-    char* buf = static_cast<char*>(palloc(core::kTokenTextMax));
-    core::format_token(PG_GETARG_INT64(0), buf);
-    PG_RETURN_CSTRING(buf);
+    return pg::guarded("fencing.token_out", [&]() -> Datum {
+        char* buf = static_cast<char*>(palloc(core::kTokenTextMax));
+        core::format_token(PG_GETARG_INT64(0), buf);
+        PG_RETURN_CSTRING(buf);
+    });
 }
 
 FENCING_FUNCTION(fencing_token_recv) {
-    StringInfo msg = reinterpret_cast<StringInfo>(PG_GETARG_POINTER(0));
-    std::int64_t v = pq_getmsgint64(msg);
-    if (core::token_from_int64(v).status != core::ParseStatus::ok) report_out_of_range(v);
-    PG_RETURN_INT64(v);
+    return pg::guarded("fencing.token_recv", [&]() -> Datum {
+        StringInfo msg = reinterpret_cast<StringInfo>(PG_GETARG_POINTER(0));
+        std::int64_t v = pq_getmsgint64(msg);
+        if (core::token_from_int64(v).status != core::ParseStatus::ok) report_out_of_range(v);
+        PG_RETURN_INT64(v);
+    });
 }
 
 FENCING_FUNCTION(fencing_token_from_int4) {
-    std::int64_t v = PG_GETARG_INT32(0);
-    if (core::token_from_int64(v).status != core::ParseStatus::ok) report_out_of_range(v);
-    PG_RETURN_INT64(v);
+    return pg::guarded("fencing.token_from_int4", [&]() -> Datum {
+        std::int64_t v = PG_GETARG_INT32(0);
+        if (core::token_from_int64(v).status != core::ParseStatus::ok) report_out_of_range(v);
+        PG_RETURN_INT64(v);
+    });
 }
 
 FENCING_FUNCTION(fencing_token_from_int8) {
-    std::int64_t v = PG_GETARG_INT64(0);
-    if (core::token_from_int64(v).status != core::ParseStatus::ok) report_out_of_range(v);
-    PG_RETURN_INT64(v);
+    return pg::guarded("fencing.token_from_int8", [&]() -> Datum {
+        std::int64_t v = PG_GETARG_INT64(0);
+        if (core::token_from_int64(v).status != core::ParseStatus::ok) report_out_of_range(v);
+        PG_RETURN_INT64(v);
+    });
 }
 
 FENCING_FUNCTION(fencing_version) {
-    PG_RETURN_TEXT_P(cstring_to_text(FENCING_VERSION));
+    return pg::guarded("fencing.version", [&]() -> Datum { PG_RETURN_TEXT_P(cstring_to_text(FENCING_VERSION)); });
 }
