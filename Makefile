@@ -34,7 +34,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 ifneq ($(wildcard $(PGXS)),)
 # No LLVM bitcode for the JIT: it would need clang and gains nothing here.
 override with_llvm = no
-autodepend = yes
+override autodepend = yes
 include $(PGXS)
 else
 all:
