@@ -127,6 +127,24 @@ CREATE TABLE fencing.fence_state (
 ALTER TABLE fencing.fence_state ALTER COLUMN resource SET STORAGE PLAIN;
 
 SELECT pg_catalog.pg_extension_config_dump('fencing.fence_state', '');
+
+-- Rows that arrive by SQL (pg_restore's COPY of the dumped fence state; the
+-- module itself writes without SQL) move the counter past their tokens, so a
+-- restored database continues above every old token even when its clock is
+-- behind the old one's counter.
+CREATE FUNCTION fencing.fence_state_loaded() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    top bigint;
+BEGIN
+    SELECT max(l.token) INTO top FROM loaded_rows l;
+    IF top IS NOT NULL THEN
+        PERFORM fencing.advance_past('fencing.fence_state'::regclass, top);
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+REVOKE ALL ON FUNCTION fencing.fence_state_loaded() FROM PUBLIC;
 REVOKE ALL ON fencing.fence_state FROM PUBLIC;
 REVOKE ALL ON SEQUENCE fencing.token_seq FROM PUBLIC;
 
@@ -344,3 +362,6 @@ SELECT t.tgrelid::regclass AS tbl,
    AND NOT t.tgisinternal
    AND (t.tgparentid = 0);
 GRANT SELECT ON fencing.protected TO PUBLIC;
+
+CREATE TRIGGER fence_state_loaded AFTER INSERT ON fencing.fence_state
+    REFERENCING NEW TABLE AS loaded_rows FOR EACH STATEMENT EXECUTE FUNCTION fencing.fence_state_loaded();

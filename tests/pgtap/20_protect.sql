@@ -79,7 +79,7 @@ SELECT lives_ok($$SELECT fencing.protect('t20.acct')$$, 'protect with defaults')
 SELECT lives_ok($$SELECT fencing.protect('t20.rev', 'etcd_revision', true)$$, 'protect a bigint column by name');
 SELECT lives_ok($$SELECT fencing.protect('t20.only_tok')$$, 'protect finds the only fencing.token column');
 SELECT results_eq(
-    $$SELECT tbl, token_column::text, allow_equal, on_stale, fence_deletes FROM fencing.protected
+    $$SELECT tbl, token_column::text COLLATE "default", allow_equal, on_stale, fence_deletes FROM fencing.protected
        WHERE tbl::text LIKE 't20.%' ORDER BY tbl::text$$,
     $$VALUES ('t20.acct'::regclass, 'fence_token', false, 'error', false),
              ('t20.only_tok'::regclass, 'tok', false, 'error', false),
@@ -92,7 +92,7 @@ SELECT is((SELECT (tgtype & (1 | 2 | 4 | 8 | 16))::int FROM pg_trigger WHERE tgr
 SELECT lives_ok($$SELECT fencing.protect('t20.acct', allow_equal => true, on_stale => 'skip', fence_deletes => true)$$,
                 'protect again with other settings');
 SELECT results_eq(
-    $$SELECT tbl, token_column::text, allow_equal, on_stale, fence_deletes FROM fencing.protected WHERE tbl = 't20.acct'::regclass$$,
+    $$SELECT tbl, token_column::text COLLATE "default", allow_equal, on_stale, fence_deletes FROM fencing.protected WHERE tbl = 't20.acct'::regclass$$,
     $$VALUES ('t20.acct'::regclass, 'fence_token', true, 'skip', true)$$,
     'protecting again replaces the settings');
 SELECT is((SELECT count(*)::int FROM pg_trigger WHERE tgrelid = 't20.acct'::regclass), 1,
