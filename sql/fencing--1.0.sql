@@ -313,7 +313,11 @@ BEGIN
 
     -- Tokens issued from now on must be newer than every token the table holds.
     EXECUTE format('SELECT max(%I::bigint) FROM %I.%I', col, r.nspname, r.relname) INTO floor_value;
-    IF floor_value IS NOT NULL THEN
+    IF floor_value > 4611686018427387904 AND NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+        RAISE WARNING 'table % holds token %, beyond what a non-superuser may move the token counter to', r.relname, floor_value
+              USING DETAIL = 'Tokens issued by fencing.acquire may be lower than the tokens this table holds.',
+                    HINT = 'A superuser can run fencing.protect on it to move the counter.';
+    ELSIF floor_value IS NOT NULL THEN
         PERFORM fencing.advance_past(tbl, floor_value);
     END IF;
 

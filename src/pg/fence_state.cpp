@@ -367,8 +367,13 @@ Issued next_counter_value(Oid seq, std::int64_t floor) {
     Issued out{token, {PageGetLSN(page), token + (remaining > 0 ? remaining - 1 : 0)}};
     if (must_log) {
         std::int64_t covered = token > PG_INT64_MAX - kLogAhead ? PG_INT64_MAX : token + kLogAhead;
+        // A full page image: redo always restores it, whatever the LSN of
+        // the page on disk. (A delta record would be skipped for a page that
+        // was written out after this record, counted down without WAL, with
+        // full_page_writes off: redo would keep the counted-down value and
+        // reissue the tokens handed out after that write.)
         GenericXLogState* state = GenericXLogStart(rel);
-        Page copy = GenericXLogRegisterBuffer(state, buf, 0);
+        Page copy = GenericXLogRegisterBuffer(state, buf, GENERIC_XLOG_FULL_IMAGE);
         Form_pg_sequence_data logged = sequence_tuple(copy);
         logged->last_value = covered;
         logged->log_cnt = 0;
@@ -425,7 +430,10 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
     const std::int64_t token = issued.token;
     const Covering covering = issued.covering;
 
-    if (token > known_durable_upto) {
+    // With synchronous standbys configured, always check (cheap when the
+    // standby has already confirmed): they may have been configured, or
+    // replaced by a lagging one, after this backend cached a flush position.
+    if (token > known_durable_upto || sync_standbys_defined()) {
         make_durable(covering.lsn);
         if (covering.upto >= token) known_durable_upto = covering.upto;
     }

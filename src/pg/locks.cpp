@@ -16,6 +16,8 @@ using namespace fencing::pg;
 
 namespace {
 
+constexpr std::int64_t kUnprivilegedCounterCeiling = INT64_C(4611686018427387904);  // 2^62
+
 [[noreturn]] void report_not_acquired(const Resource& r, std::int64_t wait_ms) {
     ereport(ERROR, (errcode(ERRCODE_LOCK_NOT_AVAILABLE),
                     errmsg("could not acquire fencing lock on resource \"%.*s\"", r.len, r.data),
@@ -286,6 +288,15 @@ FENCING_FUNCTION(fencing_advance_past) {
         if (!owner)
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                             errmsg("must be owner of table %s", get_rel_name(relid))));
-        PG_RETURN_INT64(advance_counter_past(PG_GETARG_INT64(1)));
+        // The counter is shared by every resource of the database: only a
+        // superuser may move it into the top quarter of the token range, so
+        // that no role can exhaust it.
+        const std::int64_t floor = PG_GETARG_INT64(1);
+        if (floor > kUnprivilegedCounterCeiling && !superuser())
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                            errmsg("only a superuser may move the fence token counter past %lld",
+                                   static_cast<long long>(kUnprivilegedCounterCeiling)),
+                            errdetail("The table holds token %lld.", static_cast<long long>(floor))));
+        PG_RETURN_INT64(advance_counter_past(floor));
     });
 }

@@ -25,7 +25,7 @@ export FENCING_PROFILE="$profile"
 renice -n 10 -p $$ >/dev/null 2>&1 || true
 
 # Packages of the test suites (later suites add theirs here).
-TEST_PACKAGES=("${BASE_PACKAGES[@]}" python3-psycopg2 pgbouncer nodejs npm)
+TEST_PACKAGES=("${BASE_PACKAGES[@]}" python3-psycopg2 pgbouncer nodejs npm clang libclang-rt-14-dev)
 
 # NodeSource's nodejs package bundles npm and conflicts with Debian's npm:
 # when an npm is already there, do not ask for the Debian one.

@@ -1,0 +1,331 @@
+-- Issue 5, section 6: the privilege model.
+--
+-- A role without privileges on fencing's internal state cannot lower or reset
+-- a stored token (fence_state, token_seq), cannot move the counter for a table
+-- it does not own, cannot protect or unprotect other roles' tables, cannot
+-- take or release a fencing lock through pg_advisory_* (separate key space),
+-- and does not see other roles' tokens in fencing.locks. Hostile objects in
+-- public and pg_temp change no result of fencing's functions. No function of
+-- schema fencing is SECURITY DEFINER, and the PL/pgSQL ones pin search_path.
+--
+-- Everything runs in one transaction that is rolled back (roles included);
+-- only acquisitions leave traces (fence_state rows of 't50:*' resources, the
+-- counter), as acquisitions always do. The checks that need a second session
+-- use dblink (contrib) to the same database.
+\set ON_ERROR_STOP 1
+\set QUIET 1
+\pset format unaligned
+\pset tuples_only true
+\pset pager off
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION IF NOT EXISTS fencing;
+RESET client_min_messages;
+
+BEGIN;
+SELECT plan(76);
+
+SET LOCAL client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dblink;
+CREATE ROLE fencing_t50_owner NOLOGIN;
+CREATE ROLE fencing_t50_intruder NOLOGIN;
+CREATE ROLE fencing_t50_monitor NOLOGIN IN ROLE pg_read_all_stats;
+CREATE ROLE fencing_t50_fresh NOLOGIN;
+
+-- Helpers (owned by the superuser running the file; the roles never call
+-- them). state_as runs SQL as a role and returns its SQLSTATE ('00000' when
+-- it succeeded); value_as returns the first column of its first row. Both
+-- roll back whatever the SQL did, role switch included.
+CREATE SCHEMA t50;
+CREATE FUNCTION t50.state_as(r name, q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE st text;
+BEGIN
+    BEGIN
+        EXECUTE format('SET LOCAL ROLE %I', r);
+        EXECUTE q;
+        RAISE EXCEPTION 'ran' USING ERRCODE = 'T5000';
+    EXCEPTION WHEN OTHERS THEN
+        st := SQLSTATE;
+    END;
+    RETURN CASE st WHEN 'T5000' THEN '00000' ELSE st END;
+END $$;
+CREATE FUNCTION t50.value_as(r name, q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE v text; st text;
+BEGIN
+    BEGIN
+        EXECUTE format('SET LOCAL ROLE %I', r);
+        EXECUTE q INTO v;
+        RAISE EXCEPTION 'ran' USING ERRCODE = 'T5000';
+    EXCEPTION WHEN OTHERS THEN
+        st := SQLSTATE;
+    END;
+    RETURN CASE st WHEN 'T5000' THEN v ELSE 'ERROR ' || st END;
+END $$;
+
+-- A protected table owned by another role, which the intruder may read and write.
+CREATE TABLE public.t50_owned (id int PRIMARY KEY, v text, fence_token fencing.token);
+ALTER TABLE public.t50_owned OWNER TO fencing_t50_owner;
+SELECT fencing.protect('public.t50_owned');
+INSERT INTO public.t50_owned VALUES (1, 'a', 100);
+CREATE TABLE public.t50_plain (id int PRIMARY KEY, fence_token bigint);
+ALTER TABLE public.t50_plain OWNER TO fencing_t50_owner;
+GRANT SELECT, INSERT, UPDATE, DELETE ON public.t50_owned, public.t50_plain TO fencing_t50_intruder;
+RESET client_min_messages;
+
+--------------------------------------------------------------------------------
+-- 1. Every role may use fencing (README, Privileges).
+--------------------------------------------------------------------------------
+SELECT ok(has_schema_privilege('fencing_t50_fresh', 'fencing', 'USAGE'),
+          'a role without grants has USAGE on schema fencing (README: every role may call the acquisition functions)');
+SELECT is(t50.state_as('fencing_t50_fresh', $q$SELECT fencing.current('t50:any')$q$), '00000',
+          'a role without grants can call fencing.current');
+
+-- From here on, the roles have USAGE on the schema whatever the default, so
+-- that each check below meets the object's own privileges, not the schema's.
+GRANT USAGE ON SCHEMA fencing TO fencing_t50_intruder, fencing_t50_monitor, fencing_t50_owner;
+
+--------------------------------------------------------------------------------
+-- 2. The fence state and the counter: no way to lower or reset a token.
+--------------------------------------------------------------------------------
+SELECT fencing.acquire('t50:state') IS NOT NULL AS acquired \gset
+SELECT fencing.release('t50:state') AS released \gset
+SELECT fencing.current('t50:state')::bigint AS state_token \gset
+
+SELECT is(t50.state_as('fencing_t50_intruder', $q$UPDATE fencing.fence_state SET token = 1$q$), '42501',
+          'intruder cannot UPDATE fencing.fence_state');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$DELETE FROM fencing.fence_state$q$), '42501',
+          'intruder cannot DELETE FROM fencing.fence_state');
+SELECT is(t50.state_as('fencing_t50_intruder',
+          $q$INSERT INTO fencing.fence_state VALUES (fencing.resource_key('t50:forged'), 1, 0, 0, 't50:forged')$q$), '42501',
+          'intruder cannot INSERT INTO fencing.fence_state');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$TRUNCATE fencing.fence_state$q$), '42501',
+          'intruder cannot TRUNCATE fencing.fence_state');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT * FROM fencing.fence_state$q$), '42501',
+          'intruder cannot read fencing.fence_state');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$LOCK TABLE fencing.fence_state IN ACCESS EXCLUSIVE MODE$q$), '42501',
+          'intruder cannot lock fencing.fence_state');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$ALTER TABLE fencing.fence_state DISABLE TRIGGER ALL$q$), '42501',
+          'intruder cannot ALTER fencing.fence_state');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$DROP TABLE fencing.fence_state$q$), '42501',
+          'intruder cannot DROP fencing.fence_state');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT setval('fencing.token_seq', 1)$q$), '42501',
+          'intruder cannot setval fencing.token_seq');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT nextval('fencing.token_seq')$q$), '42501',
+          'intruder cannot nextval fencing.token_seq');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT last_value FROM fencing.token_seq$q$), '42501',
+          'intruder cannot read fencing.token_seq');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$ALTER SEQUENCE fencing.token_seq RESTART WITH 1$q$), '42501',
+          'intruder cannot ALTER SEQUENCE fencing.token_seq');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$CREATE TABLE fencing.t50_mine (x int)$q$), '42501',
+          'intruder cannot create objects in schema fencing');
+SELECT is(t50.state_as('fencing_t50_intruder',
+          $q$CREATE FUNCTION fencing.current(text, int) RETURNS int LANGUAGE sql AS 'SELECT 1'$q$), '42501',
+          'intruder cannot add functions to schema fencing');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SET fencing.require_sync_standby = off$q$), '42501',
+          'intruder cannot change fencing.require_sync_standby');
+SELECT is(fencing.current('t50:state')::bigint, :state_token::bigint,
+          'the stored token is unchanged after all attempts');
+
+--------------------------------------------------------------------------------
+-- 3. Internal functions and protection of other roles' tables.
+--------------------------------------------------------------------------------
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT fencing.advance_past('public.t50_owned', 9000000000000000000)$q$),
+          '42501', 'intruder cannot call fencing.advance_past on a table it does not own');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT fencing.advance_past('pg_catalog.pg_class', 9000000000000000000)$q$),
+          '42501', 'intruder cannot call fencing.advance_past on a catalog');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT fencing.protect('public.t50_plain')$q$), '42501',
+          'intruder cannot protect another role''s table');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT fencing.protect('public.t50_owned', allow_equal => true)$q$), '42501',
+          'intruder cannot re-protect (weaken) another role''s protected table');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT fencing.unprotect('public.t50_owned')$q$), '42501',
+          'intruder cannot unprotect another role''s table');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$DROP TRIGGER "~fencing_enforce" ON public.t50_owned$q$), '42501',
+          'intruder cannot drop the fencing trigger');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$ALTER TABLE public.t50_owned DISABLE TRIGGER "~fencing_enforce"$q$), '42501',
+          'intruder cannot disable the fencing trigger');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SET session_replication_role = replica$q$), '42501',
+          'intruder cannot switch session_replication_role to bypass triggers');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$UPDATE public.t50_owned SET v = 'x', fence_token = 100 WHERE id = 1$q$), 'FN001',
+          'intruder''s stale write to a protected table is rejected');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$UPDATE public.t50_owned SET v = 'x' WHERE id = 1$q$), 'FN001',
+          'intruder''s write without a token is rejected');
+SELECT is(t50.state_as('fencing_t50_owner', $q$SELECT fencing.unprotect('public.t50_owned')$q$), '00000',
+          'the owner may unprotect its table');
+SELECT is(t50.state_as('fencing_t50_owner', $q$SELECT fencing.protect('public.t50_plain')$q$), '00000',
+          'the owner may protect its table');
+SELECT is(t50.state_as('fencing_t50_owner', $q$SELECT fencing.advance_past('public.t50_plain', 1)$q$), '00000',
+          'the owner may call fencing.advance_past on its table');
+SELECT cmp_ok(fencing.advance_past('public.t50_plain', 1), '>=', :state_token::bigint,
+              'advance_past never moves the counter backwards');
+SELECT is(t50.state_as('fencing_t50_intruder',
+          $q$CREATE TEMP TABLE t50_tmp (fence_token bigint); SELECT fencing.advance_past('t50_tmp', 1)$q$), '00000',
+          'a role may call advance_past on a (temporary) table of its own');
+SELECT is((SELECT count(*)::int FROM public.t50_owned WHERE fence_token::bigint = 100 AND v = 'a'), 1,
+          'the protected row is unchanged');
+
+--------------------------------------------------------------------------------
+-- 4. SECURITY DEFINER and search_path.
+--------------------------------------------------------------------------------
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'fencing'::regnamespace AND prosecdef), 0,
+          'no function of schema fencing is SECURITY DEFINER');
+SELECT is((SELECT count(*)::int FROM pg_proc p
+            WHERE p.pronamespace = 'fencing'::regnamespace AND p.prosecdef
+              AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search\_path=%')), 0,
+          'every SECURITY DEFINER function of schema fencing pins search_path');
+SELECT is((SELECT string_agg(p.proname, ', ' ORDER BY p.proname) FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+            WHERE p.pronamespace = 'fencing'::regnamespace AND l.lanname IN ('plpgsql', 'sql')
+              AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search\_path=%')), NULL,
+          'every SQL and PL/pgSQL function of schema fencing pins search_path');
+SELECT is((SELECT string_agg(p.proname, ', ' ORDER BY p.proname) FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+            WHERE p.pronamespace = 'fencing'::regnamespace AND l.lanname IN ('plpgsql', 'sql')
+              AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) c
+                               WHERE c ~ '^search_path=("?pg_catalog"?|"?pg_catalog"?, *"?pg_temp"?)$')), NULL,
+          'the pinned search_path is pg_catalog (then pg_temp), nothing a role can create objects in');
+
+--------------------------------------------------------------------------------
+-- 5. Locks: a separate key space, and other roles' tokens hidden.
+--------------------------------------------------------------------------------
+SELECT format('dbname=%s user=%s port=%s host=%s', current_database(), session_user, current_setting('port'),
+              coalesce(host(inet_server_addr()), split_part(current_setting('unix_socket_directories'), ',', 1))) AS connstr \gset
+SELECT dblink_connect('t50', :'connstr') AS connected \gset
+SELECT t FROM dblink('t50', $q$SELECT fencing.acquire('t50:held')::bigint$q$) AS r(t bigint) \gset remote_
+SELECT fencing.resource_key('t50:held') AS k \gset
+SELECT (:k::bigint >> 32)::int AS khi, (:k::bigint & 4294967295)::bit(32)::int AS klo,
+       (:remote_t::bigint >> 32)::int AS thi, (:remote_t::bigint & 4294967295)::bit(32)::int AS tlo \gset
+
+SELECT ok(fencing.try_acquire('t50:held') IS NULL, 'the other session holds t50:held (try_acquire returns NULL)');
+SELECT ok(pg_try_advisory_lock(:k::bigint), 'pg_advisory_lock(bigint) on the resource''s key does not meet the fencing lock');
+SELECT ok(pg_try_advisory_lock(:khi, :klo), 'pg_advisory_lock(int, int) on the key''s halves does not meet it');
+SELECT ok(pg_try_advisory_lock(:klo, :khi), 'nor on the halves swapped');
+SELECT ok(pg_try_advisory_lock_shared(:k::bigint), 'nor a shared advisory lock on the key');
+SELECT ok(pg_try_advisory_lock(:remote_t::bigint), 'pg_advisory_lock on the token does not meet the token lock');
+SELECT ok(pg_try_advisory_lock(:thi, :tlo), 'nor on the token''s halves');
+SELECT ok(pg_try_advisory_xact_lock(:k::bigint) AND pg_try_advisory_xact_lock(:khi, :klo),
+          'nor transaction-scoped advisory locks');
+SELECT is(fencing.validate('t50:held', :remote_t::bigint)::bigint, :remote_t::bigint,
+          'validate still sees the other session''s grant as held');
+SELECT ok(fencing.try_acquire('t50:held') IS NULL, 'and the resource is still busy for fencing');
+SELECT ok(pg_advisory_unlock(:k::bigint) AND pg_advisory_unlock(:khi, :klo) AND pg_advisory_unlock(:klo, :khi)
+          AND pg_advisory_unlock_shared(:k::bigint) AND pg_advisory_unlock(:remote_t::bigint) AND pg_advisory_unlock(:thi, :tlo),
+          'the advisory locks release');
+
+-- The reverse: another session's advisory locks on a resource's key do not block fencing.
+SELECT fencing.resource_key('t50:free') AS k2 \gset
+SELECT (:k2::bigint >> 32)::int AS k2hi, (:k2::bigint & 4294967295)::bit(32)::int AS k2lo \gset
+SELECT ok FROM dblink('t50', format('SELECT pg_advisory_lock(%s) IS NOT NULL AND pg_advisory_lock(%s, %s) IS NOT NULL AND pg_advisory_lock_shared(%s) IS NOT NULL',
+                                    :k2, :k2hi, :k2lo, :k2hi::bigint)) AS r(ok boolean) \gset remote_adv_
+SELECT ok(fencing.try_acquire('t50:free') IS NOT NULL, 'another session''s pg_advisory_lock on a resource''s key does not block fencing.try_acquire');
+SELECT ok(fencing.acquire('t50:free', wait => '0'::interval) IS NOT NULL, 'nor fencing.acquire without waiting');
+SELECT ok(fencing.release('t50:free') AND fencing.release('t50:free'), 'released');
+SELECT is((SELECT string_agg(DISTINCT objsubid::text, ',' ORDER BY objsubid::text) FROM pg_locks
+            WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())),
+          '1,2,32257,32258', 'pg_locks: advisory keys use objsubid 1 and 2, fencing 32257 (resources) and 32258 (tokens)');
+
+-- Other roles' tokens in fencing.locks.
+SELECT is(t50.value_as('fencing_t50_intruder',
+          $q$SELECT count(*) FILTER (WHERE token IS NULL) || '/' || count(*) FROM fencing.locks WHERE resource = 't50:held'$q$),
+          '1/1', 'fencing.locks shows another role''s lock with a NULL token');
+SELECT is(t50.value_as('fencing_t50_intruder',
+          $q$SELECT count(*) FILTER (WHERE pid IS NOT NULL AND granted AND scope = 'session') FROM fencing.locks WHERE resource = 't50:held'$q$),
+          '1', 'but shows the lock itself (pid, scope, granted)');
+SELECT is(t50.value_as('fencing_t50_monitor',
+          $q$SELECT token::bigint FROM fencing.locks WHERE resource = 't50:held'$q$),
+          :'remote_t'::text, 'a member of pg_read_all_stats sees the token');
+SELECT is((SELECT token::bigint FROM fencing.locks WHERE resource = 't50:held'), :remote_t::bigint,
+          'the holder''s own role (here a superuser) sees the token');
+
+-- Nobody but the holder can release it.
+SET client_min_messages = error;
+SELECT is(t50.value_as('fencing_t50_intruder', $q$SELECT fencing.release('t50:held')::text$q$), 'false',
+          'intruder''s fencing.release of another session''s lock returns false');
+SELECT is(t50.value_as('fencing_t50_intruder', $q$SELECT fencing.release_all()::text$q$), '0',
+          'intruder''s fencing.release_all releases nothing of another session');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT pg_advisory_unlock_all()$q$), '00000',
+          'intruder''s pg_advisory_unlock_all runs');
+RESET client_min_messages;
+SELECT ok(fencing.try_acquire('t50:held') IS NULL, 'and the other session still holds t50:held');
+SELECT is(t50.state_as('fencing_t50_intruder', format('SELECT pg_terminate_backend(%s)',
+          (SELECT pid FROM fencing.locks WHERE resource = 't50:held'))), '42501',
+          'intruder cannot terminate the holder''s backend');
+SELECT is((SELECT r FROM dblink('t50', $q$SELECT fencing.release('t50:held')::text$q$) AS x(r text)), 'true',
+          'the holder releases it');
+SELECT ok(dblink_disconnect('t50') = 'OK', 'second session closed');
+
+--------------------------------------------------------------------------------
+-- 6. Hostile objects in public and pg_temp change no result.
+--------------------------------------------------------------------------------
+SAVEPOINT hostile;
+SET LOCAL client_min_messages = warning;
+CREATE TABLE public.fence_state (key bigint, token bigint, granted_at int, lease_ms int, resource text);
+INSERT INTO public.fence_state SELECT fencing.resource_key('t50:h'), 1, 0, 0, 't50:h';
+CREATE SEQUENCE public.token_seq START 1;
+CREATE TABLE public.pg_locks (locktype text);
+CREATE FUNCTION public.acquire(text) RETURNS bigint LANGUAGE sql AS 'SELECT 1::bigint';
+CREATE FUNCTION public.current(text) RETURNS bigint LANGUAGE sql AS 'SELECT 1::bigint';
+CREATE FUNCTION public.validate(text, bigint) RETURNS bigint LANGUAGE sql AS 'SELECT 1::bigint';
+CREATE FUNCTION public.nextval(regclass) RETURNS bigint LANGUAGE sql AS 'SELECT 1::bigint';
+CREATE FUNCTION public.setval(regclass, bigint) RETURNS bigint LANGUAGE sql AS 'SELECT 1::bigint';
+CREATE FUNCTION public.pg_has_role(name, oid, text) RETURNS boolean LANGUAGE sql AS 'SELECT true';
+CREATE FUNCTION public.pg_has_role(oid, text) RETURNS boolean LANGUAGE sql AS 'SELECT true';
+CREATE FUNCTION public.format(text, VARIADIC "any") RETURNS text LANGUAGE internal AS 'text_format';
+CREATE FUNCTION public.max(bigint) RETURNS bigint LANGUAGE sql AS 'SELECT 1::bigint';
+CREATE FUNCTION public.t50_true(fencing.token, fencing.token) RETURNS boolean LANGUAGE sql AS 'SELECT true';
+CREATE FUNCTION public.t50_true8(bigint, bigint) RETURNS boolean LANGUAGE sql AS 'SELECT true';
+CREATE OPERATOR public.< (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = public.t50_true);
+CREATE OPERATOR public.> (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = public.t50_true);
+CREATE OPERATOR public.= (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = public.t50_true);
+CREATE OPERATOR public.< (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = public.t50_true8);
+CREATE OPERATOR public.> (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = public.t50_true8);
+CREATE OPERATOR public.= (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = public.t50_true8);
+CREATE FUNCTION pg_temp.current(text) RETURNS bigint LANGUAGE sql AS 'SELECT 1::bigint';
+CREATE FUNCTION pg_temp.acquire(text) RETURNS bigint LANGUAGE sql AS 'SELECT 1::bigint';
+CREATE TEMP TABLE fence_state (key bigint, token bigint, granted_at int, lease_ms int, resource text);
+CREATE TEMP TABLE pg_trigger (tgrelid oid, tgname name);
+CREATE TEMP TABLE pg_class (oid oid, relname name);
+CREATE TEMP VIEW pg_attribute AS SELECT 0::oid AS attrelid;
+CREATE TABLE public.t50_victim (id int PRIMARY KEY, fence_token fencing.token, v text);
+INSERT INTO public.t50_victim VALUES (1, 5, 'a');
+RESET client_min_messages;
+SET LOCAL search_path = pg_temp, public, fencing, pg_catalog;
+
+-- Under that search_path: acquire, current, validate, protect, a fresh write,
+-- a stale write, the views, release. Results go to psql variables; they are
+-- checked once the hostile objects are gone.
+SELECT fencing.acquire('t50:h')::bigint AS h_tok \gset
+SELECT fencing.current('t50:h')::bigint AS h_cur \gset
+SELECT fencing.validate('t50:h', :h_tok::bigint)::bigint AS h_val \gset
+SELECT (SELECT token::bigint FROM fencing.locks WHERE resource = 't50:h' AND pid = pg_backend_pid()) AS h_locks \gset
+SELECT true AS h_protected FROM (SELECT fencing.protect('public.t50_victim')) p \gset
+SELECT (SELECT on_stale || ',' || token_column || ',' || allow_equal::text FROM fencing.protected
+         WHERE tbl = 'public.t50_victim'::regclass) AS h_listed \gset
+WITH u AS (UPDATE public.t50_victim SET v = 'fresh', fence_token = :h_tok::bigint WHERE id = 1 RETURNING 1)
+SELECT count(*) AS h_fresh FROM u \gset
+DO $$
+BEGIN
+    UPDATE public.t50_victim SET v = 'stale', fence_token = 6 WHERE id = 1;
+    PERFORM pg_catalog.set_config('t50.stale', '00000', true);
+EXCEPTION WHEN OTHERS THEN
+    PERFORM pg_catalog.set_config('t50.stale', SQLSTATE, true);
+END $$;
+SELECT pg_catalog.current_setting('t50.stale') AS h_stale \gset
+SELECT fencing.release('t50:h') AS h_released \gset
+SELECT fencing.current('t50:h')::bigint AS h_cur_after \gset
+SELECT (SELECT v || ',' || fence_token::bigint FROM public.t50_victim WHERE id = 1) AS h_row \gset
+ROLLBACK TO SAVEPOINT hostile;
+RESET search_path;
+
+SELECT ok(:h_tok::bigint > 1, 'with hostile objects: fencing.acquire returns a real token');
+SELECT is(:h_cur::bigint, :h_tok::bigint, 'with hostile objects: fencing.current returns it');
+SELECT is(:h_val::bigint, :h_tok::bigint, 'with hostile objects: fencing.validate accepts it');
+SELECT is(:'h_locks'::text, :'h_tok'::text, 'with hostile objects: fencing.locks lists it');
+SELECT ok(:'h_protected'::boolean, 'with hostile objects: fencing.protect runs');
+SELECT is(:'h_listed'::text, 'error,fence_token,false'::text, 'with hostile objects: fencing.protected lists the table with its settings');
+SELECT is(:'h_fresh'::text, '1'::text, 'with hostile objects: a write with the new token is accepted');
+SELECT is(:'h_stale'::text, 'FN001'::text, 'with hostile objects: a stale write is rejected with FN001');
+SELECT is(:'h_released'::text, 't'::text, 'with hostile objects: fencing.release releases');
+SELECT is(:h_cur_after::bigint, :h_tok::bigint, 'with hostile objects: the stored token is the issued one');
+SELECT is(:'h_row'::text, 'fresh,' || :'h_tok', 'with hostile objects: the row holds the fresh write');
+
+SELECT is(fencing.release_all(), 0, 'this session holds no fencing lock at the end');
+SELECT * FROM finish();
+ROLLBACK;
