@@ -56,11 +56,11 @@ void HoldLedger::erase(Map::iterator it) noexcept {
     holds_.erase(it);
 }
 
-std::vector<std::pair<std::uint64_t, std::uint32_t>> HoldLedger::session_holds() const {
-    std::vector<std::pair<std::uint64_t, std::uint32_t>> out;
+std::size_t HoldLedger::copy_session_holds(SessionHold* out, std::size_t cap) const noexcept {
+    std::size_t n = 0;
     for (const auto& [key, h] : holds_)
-        if (h.session > 0) out.emplace_back(key, h.session);
-    return out;
+        if (h.session > 0 && n < cap) out[n++] = SessionHold{key, h.session, h.token};
+    return n;
 }
 
 void HoldLedger::subxact_commit(std::uint32_t sub, std::uint32_t parent) {

@@ -44,8 +44,15 @@ public:
     // Forget every hold of key (the lock manager says it is gone).
     void forget(std::uint64_t key) noexcept;
 
-    // Keys that have session holds, with their counts.
-    std::vector<std::pair<std::uint64_t, std::uint32_t>> session_holds() const;
+    // Keys that have session holds, with their counts and tokens, written to
+    // out[0 .. cap) without allocating (so that the caller may use plain
+    // memory it owns); returns how many were written (at most size()).
+    struct SessionHold {
+        std::uint64_t key;
+        std::uint32_t count;
+        std::int64_t token;
+    };
+    std::size_t copy_session_holds(SessionHold* out, std::size_t cap) const noexcept;
 
     // Subtransaction `sub` committed into `parent`: its holds now belong to the parent.
     void subxact_commit(std::uint32_t sub, std::uint32_t parent);

@@ -12,8 +12,4 @@ void raise_cpp_failure(const char* where, int kind, const char* message) {
     pg_unreachable();
 }
 
-void rethrow_pg_error(ErrorData* data) {
-    ReThrowError(data);
-}
-
 }  // namespace fencing::pg

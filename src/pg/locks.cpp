@@ -112,18 +112,26 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
     }
     PG_END_TRY();
 
+    const SubTransactionId sub = GetCurrentSubTransactionId();
+    bool recorded = false;
     try {
         // A ledger entry for a resource the lock manager says we did not hold
         // is stale (pg_advisory_unlock_all(), DISCARD ALL): drop it first.
         if (!was_held) ledger().forget(r.key);
-        ledger().add(r.key, token, session, GetCurrentSubTransactionId(), lease_ms);
+        ledger().add(r.key, token, session, sub, lease_ms);
+        recorded = true;
     } catch (...) {
+        // Only std::bad_alloc can get here; handled below, outside the catch
+        // scope, because releasing locks can raise a PostgreSQL error.
+    }
+    if (!recorded) {
         if (session) {
             const LOCKTAG ttag = token_tag(token);
             LockRelease(&ttag, kTokenHoldMode, true);
             LockRelease(&rtag, mode, true);
         }
-        throw;
+        ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
+                        errmsg("out of memory recording the fencing lock on resource \"%.*s\"", r.len, r.data)));
     }
     apply_leases();
     *out = token;
@@ -193,10 +201,17 @@ FENCING_FUNCTION(fencing_release) {
 FENCING_FUNCTION(fencing_release_all) {
     return guarded("fencing.release_all", [&]() -> Datum {
         std::int32_t released = 0;
-        for (const auto& [key, count] : ledger().session_holds()) {
+        // Copied into palloc'd memory first: the loop below calls the lock
+        // manager, which may raise an error, and must hold no C++ object.
+        const std::size_t cap = ledger().size();
+        auto* holds = static_cast<core::HoldLedger::SessionHold*>(
+            palloc(sizeof(core::HoldLedger::SessionHold) * (cap > 0 ? cap : 1)));
+        const std::size_t n = ledger().copy_session_holds(holds, cap);
+        for (std::size_t k = 0; k < n; ++k) {
+            const std::uint64_t key = holds[k].key;
+            const std::uint32_t count = holds[k].count;
             const LOCKTAG rtag = resource_tag(key);
-            const core::Hold* h = ledger().find(key);
-            const LOCKTAG ttag = token_tag(h ? h->token : 0);
+            const LOCKTAG ttag = token_tag(holds[k].token);
             bool any = false;
             for (std::uint32_t i = 0; i < count && held_by_me(rtag, kSessionMode); ++i) {
                 if (held_by_me(ttag, kTokenHoldMode)) LockRelease(&ttag, kTokenHoldMode, true);

@@ -363,9 +363,12 @@ void fuzz_ledger(const std::uint8_t* data, std::size_t size) {
             if (h.session > 0) ++with_session;
         }
         CHECK(ledger.shortest_lease() == shortest);
-        auto sessions = ledger.session_holds();
-        CHECK(sessions.size() == with_session);
-        for (const auto& [k, c] : sessions) CHECK(model.count(k) && model[k].session == c);
+        std::vector<HoldLedger::SessionHold> sessions(ledger.size() + 1);
+        const std::size_t n = ledger.copy_session_holds(sessions.data(), ledger.size());
+        CHECK(n == with_session);
+        for (std::size_t i = 0; i < n; ++i)
+            CHECK(model.count(sessions[i].key) && model[sessions[i].key].session == sessions[i].count &&
+                  model[sessions[i].key].token == sessions[i].token);
     }
 }
 

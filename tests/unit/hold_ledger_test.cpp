@@ -22,8 +22,16 @@ constexpr std::uint32_t kTop = 1;  // the top-level transaction's subtransaction
 
 using Levels = std::vector<std::pair<std::uint32_t, std::uint32_t>>;
 
+std::vector<std::pair<std::uint64_t, std::uint32_t>> session_holds(const HoldLedger& l) {
+    std::vector<HoldLedger::SessionHold> buf(l.size() + 1);
+    const std::size_t n = l.copy_session_holds(buf.data(), l.size());
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> v;
+    for (std::size_t i = 0; i < n; ++i) v.emplace_back(buf[i].key, buf[i].count);
+    return v;
+}
+
 std::vector<std::pair<std::uint64_t, std::uint32_t>> sorted_session_holds(const HoldLedger& l) {
-    auto v = l.session_holds();
+    auto v = session_holds(l);
     std::sort(v.begin(), v.end());
     return v;
 }
@@ -36,7 +44,7 @@ TEST(HoldLedger, EmptyLedger) {
     EXPECT_EQ(l.size(), 0u);
     EXPECT_EQ(l.find(kA), nullptr);
     EXPECT_FALSE(l.release_session(kA));
-    EXPECT_TRUE(l.session_holds().empty());
+    EXPECT_TRUE(session_holds(l).empty());
     EXPECT_EQ(l.shortest_lease(), 0);
     l.xact_end();
     l.subxact_abort(2);
@@ -377,9 +385,23 @@ TEST(HoldLedger, ManyKeys) {
     HoldLedger l;
     for (std::uint64_t k = 1; k <= 1000; ++k) l.add(k, static_cast<std::int64_t>(k), (k % 2) == 0, kTop, 0);
     EXPECT_EQ(l.size(), 1000u);
-    EXPECT_EQ(l.session_holds().size(), 500u);
+    EXPECT_EQ(session_holds(l).size(), 500u);
     l.xact_end();
     EXPECT_EQ(l.size(), 500u);
     for (std::uint64_t k = 2; k <= 1000; k += 2) EXPECT_TRUE(l.release_session(k));
     EXPECT_EQ(l.size(), 0u);
+}
+
+TEST(HoldLedger, CopySessionHoldsRespectsCapacityAndCarriesTokens) {
+    HoldLedger l;
+    l.add(kA, 11, kSession, kTop, 0);
+    l.add(kB, 12, kSession, kTop, 0);
+    l.add(kC, 13, kXact, kTop, 0);
+    HoldLedger::SessionHold one[1];
+    EXPECT_EQ(l.copy_session_holds(one, 1), 1u);
+    EXPECT_TRUE(one[0].key == kA || one[0].key == kB);
+    EXPECT_EQ(one[0].token, one[0].key == kA ? 11 : 12);
+    HoldLedger::SessionHold all[3];
+    EXPECT_EQ(l.copy_session_holds(all, 3), 2u);
+    EXPECT_EQ(l.copy_session_holds(nullptr, 0), 0u);
 }
