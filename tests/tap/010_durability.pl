@@ -18,6 +18,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
+use FindBin;
+use lib $FindBin::Bin;
+use FencingTAP qw(send_nb wait_tag proc_state restart_after_crash);
 
 my $node = PostgreSQL::Test::Cluster->new('durability');
 $node->init;
@@ -43,30 +46,6 @@ $node->safe_psql('postgres', 'CREATE EXTENSION fencing; CREATE SEQUENCE ctl_seq;
 # ---- helpers -------------------------------------------------------------------
 
 sub session { return $node->background_psql('postgres', on_error_stop => 0); }
-
-# send_nb($s, $sql, $tag): sends $sql without waiting for it; wait_tag($s, $tag)
-# waits for it and returns what it printed (stdout, stderr).
-sub send_nb
-{
-	my ($s, $sql, $tag) = @_;
-	$s->{stdin} .= "$sql\n;\n\\echo '<<$tag>>'\n\\warn '<<$tag>>'\n";
-	$s->{run}->pump_nb;
-	return;
-}
-
-sub wait_tag
-{
-	my ($s, $tag) = @_;
-	my $m = qr/<<\Q$tag\E>>\r?\n/;
-	$s->{run}->pump until ($s->{stdout} =~ $m && $s->{stderr} =~ $m) || $s->{timeout}->is_expired;
-	die "timed out waiting for $tag" if $s->{timeout}->is_expired;
-	my ($out, $err) = ($s->{stdout}, $s->{stderr});
-	$out =~ s/\r?\n?<<\Q$tag\E>>\r?\n//;
-	$err =~ s/\r?\n?<<\Q$tag\E>>\r?\n//;
-	$s->{stdout} = '';
-	$s->{stderr} = '';
-	return ($out, $err);
-}
 
 # Ends a background psql whatever state its server is in.
 sub abandon
@@ -104,24 +83,12 @@ sub start_after_kill9
 	my $deadline = time + 120;
 	while (time < $deadline)
 	{
-		my $state = '';
-		if (open my $fh, '<', "/proc/$old_pid/stat")
-		{
-			my $stat = <$fh>;
-			close $fh;
-			$state = (split / /, ($stat =~ s/^.*\) //r))[0] // '';
-		}
+		my $state = proc_state($old_pid);
 		last if $state eq '';
 		if ($state eq 'Z') { unlink $pidfile; last; }
 		sleep 0.1;
 	}
-	while (time < $deadline)
-	{
-		$node->{_pid} = undef;    # start() refuses while it thinks the node runs
-		return 1 if $node->start(fail_ok => 1);
-		sleep 0.5;
-	}
-	return 0;
+	return restart_after_crash($node, $deadline);
 }
 
 sub wait_ready

@@ -12,6 +12,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
+use FindBin;
+use lib $FindBin::Bin;
+use FencingTAP qw(send_nb wait_tag psql_sqlstate);
 
 my $node = PostgreSQL::Test::Cluster->new('leases');
 $node->init;
@@ -26,30 +29,6 @@ $node->safe_psql('postgres', q{
 # ---- helpers -----------------------------------------------------------------
 
 sub session { return $node->background_psql('postgres', on_error_stop => 0); }
-
-# send_nb($s, $sql, $tag): sends $sql without waiting; wait_tag($s, $tag) later
-# waits for it and returns what it printed (stdout, stderr).
-sub send_nb
-{
-	my ($s, $sql, $tag) = @_;
-	$s->{stdin} .= "$sql\n;\n\\echo '<<$tag>>'\n\\warn '<<$tag>>'\n";
-	$s->{run}->pump_nb;
-	return;
-}
-
-sub wait_tag
-{
-	my ($s, $tag) = @_;
-	my $m = qr/<<\Q$tag\E>>\r?\n/;
-	$s->{run}->pump until ($s->{stdout} =~ $m && $s->{stderr} =~ $m) || $s->{timeout}->is_expired;
-	die "timed out waiting for $tag" if $s->{timeout}->is_expired;
-	my ($out, $err) = ($s->{stdout}, $s->{stderr});
-	$out =~ s/\r?\n?<<\Q$tag\E>>\r?\n//;
-	$err =~ s/\r?\n?<<\Q$tag\E>>\r?\n//;
-	$s->{stdout} = '';
-	$s->{stderr} = '';
-	return ($out, $err);
-}
 
 # q_err($s, $sql): runs $sql in $s; returns (output, stderr), whether or not it failed.
 sub q_err
@@ -79,12 +58,7 @@ sub holder_of
 }
 
 # sqlstate_of($sql): the SQLSTATE $sql fails with ('' if it succeeds).
-sub sqlstate_of
-{
-	my ($sql) = @_;
-	my ($ret, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\n$sql");
-	return $err =~ /ERROR:\s+([0-9A-Z]{5}):/ ? $1 : '';
-}
+sub sqlstate_of { return (psql_sqlstate($node, 'postgres', $_[0]))[0]; }
 
 # ---- the silent holders, the talking one and the busy one, all at once ------
 

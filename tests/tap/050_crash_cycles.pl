@@ -27,9 +27,11 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run;
 use Time::HiRes qw(time sleep);
 use List::Util qw(max min);
+use FindBin;
+use lib $FindBin::Bin;
+use FencingTAP qw(quietly proc_state restart_after_crash higher storm_script run_storm);
 
 my $profile = $ENV{FENCING_PROFILE} // 'quick';
 my $cycles = $profile eq 'long' ? 24 : 3;
@@ -73,15 +75,6 @@ my @shared = map { "r$_" } 0 .. 7;
 sql("INSERT INTO fenced (res, fence_token) SELECT 'r' || g, 1 FROM generate_series(0, 7) g");
 
 # ---- crashes and restarts -------------------------------------------------------
-
-sub proc_state
-{
-	my ($pid) = @_;
-	open my $fh, '<', "/proc/$pid/stat" or return '';
-	my $stat = <$fh>;
-	close $fh;
-	return (split / /, ($stat =~ s/^.*\) //r))[0] // '';
-}
 
 # Children of the postmaster (the backends must go before a restart).
 sub children_of
@@ -128,38 +121,10 @@ sub crash
 	return;
 }
 
-sub restart_after_crash
-{
-	my $deadline = time + 120;
-	while (time < $deadline)
-	{
-		$node->{_pid} = undef;
-		return 1 if $node->start(fail_ok => 1);
-		sleep 0.5;
-	}
-	return 0;
-}
-
 sub set_fpw
 {
 	my ($on) = @_;
 	$node->adjust_conf('postgresql.conf', 'full_page_writes', $on ? 'on' : 'off');
-}
-
-# Runs CODE without BackgroundPsql's notes (every query and its output) in the
-# TAP stream.
-sub quietly
-{
-	my ($code) = @_;
-	my $tb = Test::More->builder;
-	my $saved = $tb->output;
-	open my $null, '>', '/dev/null' or die;
-	$tb->output($null);
-	my @r = eval { $code->() };
-	my $err = $@;
-	$tb->output($saved);
-	die $err if $err;
-	return wantarray ? @r : $r[0];
 }
 
 sub bq { my ($s, $q) = @_; return quietly(sub { $s->query_safe($q) }); }
@@ -196,7 +161,7 @@ for my $fpw (1, 0)
 	push @before, bq($s, "SELECT fencing.acquire_xact('evict:b')");
 	quietly(sub { $s->quit });
 	crash('immediate');
-	ok(restart_after_crash(), "$label: restarted after the crash");
+	ok(restart_after_crash($node), "$label: restarted after the crash");
 	my $max_before = max(@before);
 	my $after_a = sql(q{SELECT fencing.acquire_xact('evict:a')});
 	my $after_other = sql(q{SELECT fencing.acquire_xact('evict:other')});
@@ -208,106 +173,12 @@ $node->restart;
 
 # ---- 2. crash cycles under a storm -------------------------------------------------
 
-# One psql script per client. Output lines (psql -At):
-#   A <res> <token>   a token the client received (acquire*, try_acquire)
-#   C <res> <token>   a fenced write committed with that token (the client saw the commit)
-#   X <res> <token>   a fenced write whose transaction was rolled back
-sub block_session
-{
-	my ($res) = @_;
-	my $try = rand() < 0.2;
-	my $lease = rand() < 0.2 ? ", NULL, '1 min'" : '';
-	my $call = $try ? "fencing.try_acquire('$res')" : "fencing.acquire('$res'$lease)";
-	my $nested = rand() < 0.1 ? "SELECT fencing.acquire('$res') = :'tok' AS same \\gset\nSELECT fencing.release('$res') AS released \\gset\n" : '';
-	return <<"EOS";
-\\unset tok
-SELECT $call AS tok \\gset
-\\if :{?tok}
-\\echo A $res :tok
-${nested}SELECT fencing.validate('$res', :tok) IS NOT NULL AS valid \\gset
-WITH u AS (UPDATE fenced SET fence_token = :tok, writes = writes + 1 WHERE res = '$res' RETURNING res, fence_token)
-INSERT INTO fenced_log SELECT res, fence_token FROM u RETURNING 'C ' || res || ' ' || token::bigint;
-SELECT fencing.release('$res') AS released \\gset
-\\endif
-EOS
-}
-
-sub block_xact
-{
-	my ($res, $outcome) = @_;
-	my $fn = rand() < 0.2 ? 'try_acquire_xact' : 'acquire_xact';
-	my $end = $outcome eq 'commit' ? 'COMMIT;' : $outcome eq 'rollback' ? 'ROLLBACK;' : "SELECT 1/0;\nROLLBACK;";
-	my $write = rand() < 0.3
-	  ? "SET LOCAL fencing.token = :'tok';\nWITH u AS (UPDATE fenced SET writes = writes + 1 WHERE res = '$res' RETURNING res, fence_token)"
-	  : "WITH u AS (UPDATE fenced SET fence_token = :tok, writes = writes + 1 WHERE res = '$res' RETURNING res, fence_token)";
-	my $echo = $outcome eq 'commit' ? "\\echo C $res :wtok" : "\\echo X $res :wtok";
-	return <<"EOS";
-\\unset tok
-\\unset wtok
-BEGIN;
-SELECT fencing.$fn('$res') AS tok \\gset
-\\if :{?tok}
-\\echo A $res :tok
-$write
-INSERT INTO fenced_log SELECT res, fence_token FROM u RETURNING token::bigint AS wtok \\gset
-\\endif
-$end
-\\if :{?wtok}
-$echo
-\\endif
-EOS
-}
-
-sub block_new
-{
-	my ($res) = @_;
-	return <<"EOS";
-\\unset tok
-SELECT fencing.acquire('$res') AS tok \\gset
-\\echo A $res :tok
-INSERT INTO fenced_log VALUES ('$res', :tok) RETURNING 'C ' || res || ' ' || token::bigint;
-SELECT fencing.release('$res') AS released \\gset
-EOS
-}
-
-sub make_script
-{
-	my ($cycle, $client, $kind, $nblocks) = @_;
-	my $s = "\\set VERBOSITY verbose\n\\set ON_ERROR_STOP 0\nSET lock_timeout = '5s';\n";
-	$s .= "SET synchronous_commit = off;\n" if $kind =~ /async/;
-	if ($kind eq 'evictor')
-	{
-		$s .= "SET enable_seqscan = off; SET enable_bitmapscan = off;\n";
-		for my $i (1 .. $nblocks)
-		{
-			my $lo = 1 + int(rand(15000));
-			$s .= "SELECT count(*) > 0 AS x FROM big WHERE id BETWEEN $lo AND $lo + 5000 AND pad <> '' \\gset\n";
-			$s .= "INSERT INTO junk (pad) SELECT repeat('j', 300) FROM generate_series(1, 200);\n";
-			$s .= "DELETE FROM junk WHERE id < (SELECT max(id) - 20000 FROM junk);\n" if $i % 20 == 0;
-			$s .= "CHECKPOINT;\n" if rand() < 0.02;
-		}
-		return $s;
-	}
-	for my $i (1 .. $nblocks)
-	{
-		my $res = $shared[ int(rand(@shared)) ];
-		my $r = rand();
-		if ($kind eq 'new')
-		{
-			$s .= $r < 0.6 ? block_new("new:$cycle:$client:$i") : block_session($res);
-		}
-		elsif ($kind =~ /xact/)
-		{
-			$s .= block_xact($res, $r < 0.5 ? 'commit' : $r < 0.8 ? 'rollback' : 'error');
-		}
-		else
-		{
-			$s .= $r < 0.7 ? block_session($res) : block_xact($res, $r < 0.85 ? 'commit' : 'rollback');
-		}
-	}
-	return $s;
-}
-
+# The storm clients (FencingTAP::storm_script): fenced writes through session
+# locks (with leases, nested acquisitions and validate now and then) and
+# through transaction locks (written with SET LOCAL fencing.token now and
+# then) that commit, roll back or fail.
+my %script_opts = (shared => \@shared, lease => 0.2, nested => 0.1, validate => 1, set_local => 0.3,
+	mixed_rollback => 1);
 my @kinds = ('sync', 'sync', 'async', 'xact', 'async-xact', 'new', 'evictor');
 
 # All-time client-side knowledge.
@@ -316,8 +187,6 @@ my $max_received_all = 0;
 my ($total_received, $total_committed, $total_aborted, $total_fn001, $total_unexpected) = (0, 0, 0, 0, 0);
 my @cycle_notes;
 my $fpw_off_cycles = 0;
-
-sub max_str { my ($x, $y) = @_; return !defined $x ? $y : ($y > $x ? $y : $x); }
 
 for my $cycle (1 .. $cycles)
 {
@@ -328,85 +197,34 @@ for my $cycle (1 .. $cycles)
 	$node->reload;
 	$node->poll_query_until($db, 'SHOW full_page_writes', $fpw ? 'on' : 'off');
 	my $label = "cycle $cycle ($how, full_page_writes=" . ($fpw ? 'on' : 'off') . ')';
-	my $dir = $node->basedir . "/cycle$cycle";
-	mkdir $dir;
 
-	# The storm.
-	my @clients;
-	for my $c (0 .. $#kinds)
-	{
-		my $file = "$dir/client$c.sql";
-		PostgreSQL::Test::Utils::append_to_file($file, make_script($cycle, $c, $kinds[$c], 2500));
-		my ($out, $err) = ("$dir/client$c.out", "$dir/client$c.err");
-		my $h = IPC::Run::start([ 'psql', '-X', '-q', '-At', '-d', $node->connstr($db), '-f', $file ],
-			'>', $out, '2>', $err);
-		push @clients, { h => $h, out => $out, err => $err, kind => $kinds[$c] };
-	}
-	# Wait until every token client has received tokens, then a random moment.
-	my $t0 = time;
-	while (time - $t0 < 30)
-	{
-		my $ready = grep { $_->{kind} eq 'evictor' || (-s $_->{out} // 0) > 200 } @clients;
-		last if $ready == @clients;
-		sleep 0.05;
-	}
-	sleep(0.2 + rand(1.5));
-	my $storm = time - $t0;
-	crash($how);
-	for my $c (@clients)
-	{
-		eval { $c->{h}->finish; };
-		eval { $c->{h}->kill_kill; };
-	}
+	# The storm: once every token client has received tokens, a random moment
+	# later, the crash.
+	my $r = run_storm(node => $node, db => $db, dir => $node->basedir . "/cycle$cycle", kinds => \@kinds,
+		script => sub { my ($c, $kind) = @_; return storm_script($kind, 2500, %script_opts, new_prefix => "new:$cycle:$c"); },
+		pause => [ 0.2, 1.5 ], crash => sub { crash($how) });
 
 	# What the clients saw.
-	my (%recv, %sync_commits, %commits, %new_res);
-	my ($n_recv, $n_commit, $n_abort, $n_fn001, @unexpected) = (0, 0, 0, 0);
-	for my $c (@clients)
+	my ($storm, $n_recv, $n_commit, $n_abort) = @$r{qw(elapsed n_recv n_commit n_abort)};
+	my %recv = %{ $r->{received} };
+	my %sync_commits = %{ $r->{sync_commits} };
+	my %new_res = map { $_ => 1 } grep { /^new:/ } keys %{ $r->{resources} };
+	for my $res (keys %{ $r->{received_set} })
 	{
-		my $sync = $c->{kind} !~ /async/;
-		open my $fh, '<', $c->{out} or die;
-		while (my $line = <$fh>)
-		{
-			next unless $line =~ /^([ACX]) (\S+) (\d+)$/;
-			my ($k, $res, $tok) = ($1, $2, $3);
-			$new_res{$res} = 1 if $res =~ /^new:/;
-			if ($k eq 'A')
-			{
-				$n_recv++;
-				$recv{$res} = max_str($recv{$res}, $tok);
-				$received_set{$res}{$tok} = 1;
-			}
-			elsif ($k eq 'C')
-			{
-				$n_commit++;
-				$commits{$res} = max_str($commits{$res}, $tok);
-				$sync_commits{$res} = max_str($sync_commits{$res}, $tok) if $sync;
-			}
-			else { $n_abort++; }
-		}
-		close $fh;
-		open $fh, '<', $c->{err} or die;
-		while (my $line = <$fh>)
-		{
-			next unless $line =~ /(ERROR|FATAL|PANIC):\s+([0-9A-Z]{5}):/;
-			my ($sev, $state) = ($1, $2);
-			$n_fn001++ if $state eq 'FN001';
-			# Expected: the intended division by zero, and what a crash does to
-			# a session (admin shutdown / crash of another process).
-			push @unexpected, $line
-			  unless $state eq '22012' || $state =~ /^57P0[123]$/ || ($state eq '25P02');
-		}
-		close $fh;
+		$received_set{$res}{$_} = 1 for keys %{ $r->{received_set}{$res} };
 	}
+	my $n_fn001 = grep { $_->[0] eq 'FN001' } @{ $r->{errors} };
+	# Expected: the intended division by zero, and what a crash does to a
+	# session (admin shutdown / crash of another process).
+	my @unexpected = map { $_->[1] } grep { $_->[0] !~ /^(22012|57P0[123]|25P02)$/ } @{ $r->{errors} };
 	for my $res (keys %recv)
 	{
-		$max_received{$res} = max_str($max_received{$res}, $recv{$res});
-		$max_received_all = max_str($max_received_all, $recv{$res});
+		$max_received{$res} = higher($max_received{$res}, $recv{$res});
+		$max_received_all = higher($max_received_all, $recv{$res});
 	}
 	for my $res (keys %sync_commits)
 	{
-		$max_committed_sync{$res} = max_str($max_committed_sync{$res}, $sync_commits{$res});
+		$max_committed_sync{$res} = higher($max_committed_sync{$res}, $sync_commits{$res});
 	}
 	$total_received += $n_recv;
 	$total_committed += $n_commit;
@@ -419,7 +237,7 @@ for my $cycle (1 .. $cycles)
 	is($n_fn001, 0, "$label: no fenced write of a lock holder was rejected during the storm");
 	is(scalar(@unexpected), 0, "$label: no unexpected error in the clients") or diag join('', @unexpected[ 0 .. min(9, $#unexpected) ]);
 
-	ok(restart_after_crash(), "$label: the server restarts");
+	ok(restart_after_crash($node), "$label: the server restarts");
 
 	# New tokens, per resource, in fresh sessions.
 	my @resources = (@shared, sort keys %new_res);

@@ -33,9 +33,11 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run;
 use Time::HiRes qw(time sleep);
 use List::Util qw(max min);
+use FindBin;
+use lib $FindBin::Bin;
+use FencingTAP qw(quietly storm_script run_storm);
 
 my $profile = $ENV{FENCING_PROFILE} // 'quick';
 my $seed = $ENV{FENCING_FAILOVER_SEED} // int(time() * 1000) % 1_000_000_007;
@@ -43,166 +45,27 @@ srand($seed);
 note "profile $profile, seed $seed";
 my $db = 'postgres';
 
-# Runs CODE without BackgroundPsql's notes (every query and its output) in the
-# TAP stream.
-sub quietly
-{
-	my ($code) = @_;
-	my $tb = Test::More->builder;
-	my $saved = $tb->output;
-	open my $null, '>', '/dev/null' or die;
-	$tb->output($null);
-	my @r = eval { $code->() };
-	my $err = $@;
-	$tb->output($saved);
-	die $err if $err;
-	return wantarray ? @r : $r[0];
-}
-
-# ---- storm clients (as in 050_crash_cycles.pl) ------------------------------------------
+# ---- storm clients (FencingTAP, as in 050_crash_cycles.pl) ------------------------------
 my @shared = map { "r$_" } 0 .. 5;
 
-sub block_session
-{
-	my ($res) = @_;
-	my $call = rand() < 0.2 ? "fencing.try_acquire('$res')" : "fencing.acquire('$res')";
-	return <<"EOS";
-\\unset tok
-SELECT $call AS tok \\gset
-\\if :{?tok}
-\\echo A $res :tok
-WITH u AS (UPDATE fenced SET fence_token = :tok, writes = writes + 1 WHERE res = '$res' RETURNING res, fence_token)
-INSERT INTO fenced_log SELECT res, fence_token FROM u RETURNING 'C ' || res || ' ' || token::bigint;
-SELECT fencing.release('$res') AS released \\gset
-\\endif
-EOS
-}
-
-sub block_xact
-{
-	my ($res, $outcome) = @_;
-	my $fn = rand() < 0.2 ? 'try_acquire_xact' : 'acquire_xact';
-	my $end = $outcome eq 'commit' ? 'COMMIT;' : $outcome eq 'rollback' ? 'ROLLBACK;' : "SELECT 1/0;\nROLLBACK;";
-	my $echo = $outcome eq 'commit' ? "\\echo C $res :wtok" : "\\echo X $res :wtok";
-	return <<"EOS";
-\\unset tok
-\\unset wtok
-BEGIN;
-SELECT fencing.$fn('$res') AS tok \\gset
-\\if :{?tok}
-\\echo A $res :tok
-WITH u AS (UPDATE fenced SET fence_token = :tok, writes = writes + 1 WHERE res = '$res' RETURNING res, fence_token)
-INSERT INTO fenced_log SELECT res, fence_token FROM u RETURNING token::bigint AS wtok \\gset
-\\endif
-$end
-\\if :{?wtok}
-$echo
-\\endif
-EOS
-}
-
-sub block_new
-{
-	my ($res) = @_;
-	return <<"EOS";
-\\unset tok
-SELECT fencing.acquire('$res') AS tok \\gset
-\\if :{?tok}
-\\echo A $res :tok
-INSERT INTO fenced_log VALUES ('$res', :tok) RETURNING 'C ' || res || ' ' || token::bigint;
-SELECT fencing.release('$res') AS released \\gset
-\\endif
-EOS
-}
-
+# Session blocks and transaction blocks that commit, roll back or fail
+# (FencingTAP::storm_script).
+my %script_opts = (shared => \@shared, new_if_granted => 1);
 my @kinds = ('sync', 'async', 'xact', 'async-xact', 'new');
-
-sub make_script
-{
-	my ($round, $client, $kind, $nblocks) = @_;
-	my $s = "\\set VERBOSITY verbose\n\\set ON_ERROR_STOP 0\nSET lock_timeout = '5s';\n";
-	$s .= "SET synchronous_commit = off;\n" if $kind =~ /async/;
-	for my $i (1 .. $nblocks)
-	{
-		my $res = $shared[ int(rand(@shared)) ];
-		my $r = rand();
-		if ($kind eq 'new') { $s .= $r < 0.6 ? block_new("new:$round:$i") : block_session($res); }
-		elsif ($kind =~ /xact/) { $s .= block_xact($res, $r < 0.5 ? 'commit' : $r < 0.8 ? 'rollback' : 'error'); }
-		else { $s .= $r < 0.7 ? block_session($res) : block_xact($res, 'commit'); }
-	}
-	return $s;
-}
 
 # storm(node, label): runs the clients against the node, kills the node
 # (immediate shutdown) at a random moment, returns what the clients saw.
 sub storm
 {
 	my ($node, $tag) = @_;
-	my $dir = $node->basedir . "/storm";
-	mkdir $dir;
-	my @clients;
-	for my $c (0 .. $#kinds)
-	{
-		my $file = "$dir/client$c.sql";
-		unlink $file;
-		PostgreSQL::Test::Utils::append_to_file($file, make_script($tag, $c, $kinds[$c], 1500));
-		my ($out, $err) = ("$dir/client$c.out", "$dir/client$c.err");
-		my $h = IPC::Run::start([ 'psql', '-X', '-q', '-At', '-d', $node->connstr($db), '-f', $file ],
-			'>', $out, '2>', $err);
-		push @clients, { h => $h, out => $out, err => $err, kind => $kinds[$c] };
-	}
-	my $t0 = time;
-	while (time - $t0 < 30)
-	{
-		last if (grep { (-s $_->{out} // 0) > 200 } @clients) == @clients;
-		sleep 0.05;
-	}
-	sleep(0.3 + rand(1.2));
-	my $elapsed = time - $t0;
-	$node->stop('immediate');
-	for my $c (@clients)
-	{
-		eval { $c->{h}->finish; };
-		eval { $c->{h}->kill_kill; };
-	}
-	my %r = (received => {}, sync_commits => {}, n_recv => 0, n_commit => 0, n_abort => 0, unexpected => [],
-		elapsed => $elapsed, all => {});
-	for my $c (@clients)
-	{
-		my $sync = $c->{kind} !~ /async/;
-		open my $fh, '<', $c->{out} or die;
-		while (my $line = <$fh>)
-		{
-			next unless $line =~ /^([ACX]) (\S+) (\d+)$/;
-			my ($k, $res, $tok) = ($1, $2, $3);
-			if ($k eq 'A')
-			{
-				$r{n_recv}++;
-				$r{received}{$res} = $tok if !defined $r{received}{$res} || $tok > $r{received}{$res};
-				$r{all}{$res}{$tok} = 1;
-			}
-			elsif ($k eq 'C')
-			{
-				$r{n_commit}++;
-				$r{sync_commits}{$res} = $tok
-				  if $sync && (!defined $r{sync_commits}{$res} || $tok > $r{sync_commits}{$res});
-			}
-			else { $r{n_abort}++; }
-		}
-		close $fh;
-		open $fh, '<', $c->{err} or die;
-		while (my $line = <$fh>)
-		{
-			next unless $line =~ /(ERROR|FATAL|PANIC):\s+([0-9A-Z]{5}):/;
-			my $state = $2;
-			# Expected: the intended division by zero, a shutdown, and the
-			# sync-rep wait canceled by the shutdown (a warning, then 08006
-			# from acquire: the token was not handed out).
-			push @{ $r{unexpected} }, $line unless $state =~ /^(22012|57P01|57P02|57P03|25P02|08006)$/;
-		}
-		close $fh;
-	}
-	return \%r;
+	my $r = run_storm(node => $node, db => $db, dir => $node->basedir . "/storm", kinds => \@kinds,
+		script => sub { my ($c, $kind) = @_; return storm_script($kind, 1500, %script_opts, new_prefix => "new:$tag"); },
+		pause => [ 0.3, 1.2 ], crash => sub { $node->stop('immediate') });
+	# Expected: the intended division by zero, a shutdown, and the sync-rep
+	# wait canceled by the shutdown (a warning, then 08006 from acquire: the
+	# token was not handed out).
+	$r->{unexpected} = [ map { $_->[1] } grep { $_->[0] !~ /^(22012|57P01|57P02|57P03|25P02|08006)$/ } @{ $r->{errors} } ];
+	return $r;
 }
 
 sub setup_schema

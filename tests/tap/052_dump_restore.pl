@@ -21,6 +21,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::Bin;
+use FencingTAP qw(psql_sqlstate);
 
 my $node = PostgreSQL::Test::Cluster->new('dump');
 $node->init;
@@ -30,13 +33,7 @@ $node->start;
 sub sql { my ($db, $q) = @_; return $node->safe_psql($db, $q); }
 
 # psql_state(db, sql): the SQLSTATE of the first error ('' when none), and stdout.
-sub psql_state
-{
-	my ($db, $q) = @_;
-	my ($rc, $out, $err) = $node->psql($db, "\\set VERBOSITY verbose\n$q", on_error_stop => 1);
-	my ($state) = $err =~ /ERROR:\s+([0-9A-Z]{5}):/;
-	return ($state // '', $out, $err);
-}
+sub psql_state { my ($db, $q) = @_; return psql_sqlstate($node, $db, $q); }
 
 # ---- the source database ----------------------------------------------------------
 $node->safe_psql('postgres', 'CREATE DATABASE src');

@@ -17,26 +17,13 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
+use FindBin;
+use lib $FindBin::Bin;
+use FencingTAP qw(quietly);
 
 my $profile = $ENV{FENCING_PROFILE} // 'quick';
 my $cycles = $profile eq 'long' ? 1_000_000 : 100_000;
 my $nres = 10_000;
-
-# Runs CODE without BackgroundPsql's notes (every query and its output) in the
-# TAP stream.
-sub quietly
-{
-	my ($code) = @_;
-	my $tb = Test::More->builder;
-	my $saved = $tb->output;
-	open my $null, '>', '/dev/null' or die;
-	$tb->output($null);
-	my @r = eval { $code->() };
-	my $err = $@;
-	$tb->output($saved);
-	die $err if $err;
-	return wantarray ? @r : $r[0];
-}
 
 my $node = PostgreSQL::Test::Cluster->new('limits');
 $node->init;
@@ -55,16 +42,7 @@ sub run_in
 {
 	my ($s, $sql) = @_;
 	$s->{stderr} = '';
-	# BackgroundPsql notes every query and its output: keep that out of the
-	# TAP stream.
-	my $tb = Test::More->builder;
-	my $saved = $tb->output;
-	open my $null, '>', '/dev/null' or die;
-	$tb->output($null);
-	my $out = eval { $s->query("SELECT 1 \\g /dev/null\n$sql\n\\echo __SQLSTATE :SQLSTATE") };
-	my $died = $@;
-	$tb->output($saved);
-	die $died if $died;
+	my $out = quietly(sub { scalar $s->query("SELECT 1 \\g /dev/null\n$sql\n\\echo __SQLSTATE :SQLSTATE") });
 	my $err = $s->{stderr};
 	$s->{stderr} = '';
 	my $state = '';
