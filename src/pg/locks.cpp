@@ -26,21 +26,27 @@ constexpr std::int64_t kUnprivilegedCounterCeiling = INT64_C(4611686018427387904
     pg_unreachable();
 }
 
+// The wait for a lock failed (timeout, cancel, deadlock...). If the holder
+// released at that very moment, the lock manager may already have granted us
+// the lock: LockErrorCleanup() would then record the grant, and a session
+// lock would outlive the error, held by nobody who knows it. Give it back.
+void abandon_wait(const LOCKTAG& tag, LOCKMODE mode, bool session, bool held_before) {
+    LockErrorCleanup();
+    if (!held_before && held_by_me(tag, mode)) LockRelease(&tag, mode, session);
+}
+
 // Waits for the resource lock; at most wait_ms when wait_ms >= 0.
 void lock_resource(const Resource& r, const LOCKTAG& tag, LOCKMODE mode, bool session, std::int64_t wait_ms) {
     if (wait_ms == 0) {
         if (LockAcquire(&tag, mode, session, true) == LOCKACQUIRE_NOT_AVAIL) report_not_acquired(r, 0);
         return;
     }
-    if (wait_ms < 0) {
-        // lock_timeout, statement_timeout and the deadlock detector apply as usual.
-        (void)LockAcquire(&tag, mode, session, false);
-        return;
-    }
-    // A bounded wait is a lock_timeout for this one wait (the session's own
-    // lock_timeout still applies when it is shorter).
+    // Without a bound, lock_timeout, statement_timeout and the deadlock
+    // detector apply as usual. A bounded wait is a lock_timeout for this one
+    // wait (the session's own lock_timeout still applies when shorter).
+    const bool held_before = held_by_me(tag, mode);
     const int saved = LockTimeout;
-    const bool ours = saved <= 0 || wait_ms < saved;
+    const bool ours = wait_ms > 0 && (saved <= 0 || wait_ms < saved);
     MemoryContext caller = CurrentMemoryContext;
     if (ours) LockTimeout = static_cast<int>(wait_ms);
     bool timed_out = false;
@@ -49,6 +55,7 @@ void lock_resource(const Resource& r, const LOCKTAG& tag, LOCKMODE mode, bool se
     PG_CATCH();
     {
         LockTimeout = saved;
+        abandon_wait(tag, mode, session, held_before);
         if (ours) {
             MemoryContextSwitchTo(caller);
             ErrorData* e = CopyErrorData();
@@ -98,7 +105,12 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
     std::int64_t token = 0;
     PG_TRY();
     {
-        token = was_held ? token_of_own_hold(r) : issue_token(r.key, r.data, r.len, static_cast<std::int32_t>(lease_ms));
+        // A nested hold gets its grant's token back; a hold the ledger does
+        // not know (it can only have lost it to an out-of-memory) gets a
+        // fresh, greater one: never the fence state's latest token, which
+        // may be someone else's.
+        const core::Hold* own = was_held ? ledger().find(r.key) : nullptr;
+        token = own != nullptr ? own->token : issue_token(r.key, r.data, r.len, static_cast<std::int32_t>(lease_ms));
         // Tokens are unique, so nobody else holds this tag; a validate()
         // probe may hold it in ShareLock for an instant: wait that out.
         const LOCKTAG ttag = token_tag(token);

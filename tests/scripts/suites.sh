@@ -340,6 +340,23 @@ suite_clients() {
   done
 }
 
+# jepsen: the history test under pauses and kills (tests/jepsen/run.sh), one
+# result for the run (its checker proves the history; its control run must
+# find violations). FENCING_PROFILE picks quick or long.
+suite_jepsen() {
+  [ -x tests/jepsen/run.sh ] || return 0
+  local dir="$work/jepsen" rc=0
+  mkdir -p "$dir"
+  limited env FENCING_TMP="$dir" tests/jepsen/run.sh > "$dir/output.txt" 2>&1 || rc=$?
+  if [ "$rc" -eq 0 ]; then
+    record PASS jepsen "$FENCING_PROFILE"
+  else
+    record FAIL jepsen "$FENCING_PROFILE (exit status $rc)"
+    sed 's/^/    /' "$dir/output.txt" | tail -n 60
+  fi
+  tail -n 1 "$dir/output.txt" | sed 's/^/  /'
+}
+
 # run_suite NAME: runs suite_NAME in a subshell (so that an error inside it ends
 # only that suite) and prints its counts.
 run_suite() {
@@ -357,6 +374,6 @@ run_suite() {
   fi
 }
 
-for suite in unit regress isolation pgtap tap clients; do
+for suite in unit regress isolation pgtap tap clients jepsen; do
   run_suite "$suite"
 done
