@@ -409,6 +409,13 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
     Oid state_oid = o.state, index_oid = o.index, seq_oid = o.seq;
     check_sync_standby_required();
 
+    // The records written here need no flush at commit: the counter's is
+    // flushed below before the token leaves, and the row's may wait for the
+    // next flush (see fence_state.hpp). Left in XactLastRecEnd, they would
+    // make every commit of a transaction without an xid wake the WAL writer
+    // (profiling: ~20% of an acquire/release cycle's CPU). A later commit
+    // record of this transaction still flushes them, being written after.
+    const XLogRecPtr saved_last_rec_end = XactLastRecEnd;
     Issued issued = next_counter_value(seq_oid, 0);
 
     Relation rel = table_open(state_oid, RowExclusiveLock);
@@ -428,6 +435,7 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
     }
     table_close(rel, RowExclusiveLock);
     const std::int64_t token = issued.token;
+    if (!TransactionIdIsValid(GetTopTransactionIdIfAny())) XactLastRecEnd = saved_last_rec_end;
     const Covering covering = issued.covering;
 
     // With synchronous standbys configured, always check (cheap when the

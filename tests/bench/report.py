@@ -1,0 +1,439 @@
+#!/usr/bin/env python3
+"""report.py RESULTS_DIR -- turns RESULTS_DIR/latest.csv into latest.md and charts.
+
+Called by tests/scripts/bench.sh at the end of `make bench` (and usable on its
+own to re-render a CSV). Every figure is a median over the interleaved rounds;
+every ratio between variants is paired: the median over rounds of the ratio
+within a round (the variants of a round ran back to back, under the same
+machine load). Prints each issue target with MET/MISSED.
+Environment (all optional): BENCH_PROFILE, BENCH_WALL_SECONDS, BENCH_BUDGET,
+BENCH_PG_VERSION, BENCH_PARTIAL (1 when the time budget cut the run short).
+"""
+import csv
+import datetime
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+RESULTS = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "results"))
+ROWS = list(csv.DictReader(open(os.path.join(RESULTS, "latest.csv"))))
+
+
+def values(suite, variant, param, metric):
+    out = []
+    for r in ROWS:
+        if r["suite"] == suite and r["variant"] == variant and r["param"] == param and r["metric"] == metric:
+            try:
+                out.append(float(r["value"]))
+            except ValueError:
+                pass
+    return out
+
+
+def med(suite, variant, param, metric):
+    v = values(suite, variant, param, metric)
+    return statistics.median(v) if v else None
+
+
+def by_run(suite, variant, param, metric):
+    out = {}
+    for r in ROWS:
+        if r["suite"] == suite and r["variant"] == variant and r["param"] == param and r["metric"] == metric:
+            try:
+                out[r["run"]] = float(r["value"])
+            except ValueError:
+                pass
+    return out
+
+
+def paired(suite, num, den, param, metric):
+    """Median over rounds of num/den within the round."""
+    a, b = by_run(suite, num, param, metric), by_run(suite, den, param, metric)
+    rs = [a[k] / b[k] for k in a if k in b and b[k] > 0 and a[k] >= 0]
+    return statistics.median(rs) if rs else None
+
+
+def params(suite):
+    """The suite's params in order of appearance, or by number when they are all "name=<number>"."""
+    seen = []
+    for r in ROWS:
+        if r["suite"] == suite and r["param"] not in seen:
+            seen.append(r["param"])
+    try:
+        return sorted(seen, key=lambda p: float(p.split("=", 1)[1]))
+    except (IndexError, ValueError):
+        return seen
+
+
+def paired_params(suite, variant, p_num, p_den, metric):
+    """Median over rounds of variant's metric at p_num over the same at p_den, within the round."""
+    a, b = by_run(suite, variant, p_num, metric), by_run(suite, variant, p_den, metric)
+    rs = [a[k] / b[k] for k in a if k in b and b[k] > 0]
+    return statistics.median(rs) if rs else None
+
+
+def ratio(a, b):
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def fmt(x, digits=0):
+    if x is None:
+        return "n/a"
+    if digits == 0:
+        return f"{x:,.0f}"
+    return f"{x:,.{digits}f}"
+
+
+def fx(x):
+    return "n/a" if x is None else f"{x:.2f}x"
+
+
+def param_value(p):
+    return p.split("=", 1)[1] if "=" in p else p
+
+
+# ------------------------------------------------------------------ targets --
+targets = []  # (issue, text, measured, goal, ok or None)
+
+
+def target(issue, text, measured, goal, ok):
+    targets.append((issue, text, measured, goal, ok))
+
+
+a_fence = med("A", "fence_cycle", "", "ops_per_s")
+a_recipe = med("A", "recipe_cycle", "", "ops_per_s")
+a_bare = med("A", "bare_cycle", "", "ops_per_s")
+def with_cpu(r, c, what="server CPU"):
+    """'1.23x' plus the same ratio computed from CPU per operation, when there is one."""
+    return fx(r) + ("" if c is None else f" ({what}: {fx(c)})")
+
+
+r = paired("A", "fence_cycle", "recipe_cycle", "", "ops_per_s")
+c = paired("A", "recipe_cycle", "fence_cycle", "", "server_cpu_us")
+target("#2 §5", "acquire+release cycles: fencing vs hand-rolled recipe", with_cpu(r, c), ">= 3x", None if r is None else r >= 3)
+r = paired("A", "fence_cycle", "bare_cycle", "", "ops_per_s")
+c = paired("A", "bare_cycle", "fence_cycle", "", "server_cpu_us")
+target("#2 §5", "acquire+release cycles: fencing vs bare advisory locks", with_cpu(r, c), ">= 0.7x", None if r is None else r >= 0.7)
+
+bulk_param = next(iter(params("B_bulk")), "")
+b_unp = med("B_bulk", "unprotected", bulk_param, "seconds")
+b_pro = med("B_bulk", "protected", bulk_param, "seconds")
+r = paired("B_bulk", "protected", "unprotected", bulk_param, "seconds")
+c = paired("B_bulk", "protected", "unprotected", bulk_param, "cpu_seconds")
+target("#3", f"bulk UPDATE ({param_value(bulk_param) or '?'} rows): time protected / unprotected", with_cpu(r, c, "backend CPU"), "<= 1.05x",
+       None if r is None else r <= 1.05)
+for sync in ("on", "off"):
+    p = f"sync={sync}"
+    r = paired("B_single", "protected", "unprotected", p, "ops_per_s")
+    c = paired("B_single", "unprotected", "protected", p, "backend_cpu_us")
+    target("#3", f"single-row UPDATEs, 2 clients, synchronous_commit={sync}: throughput protected / unprotected",
+           with_cpu(r, c, "backend CPU"), ">= 0.97x", None if r is None else r >= 0.97)
+
+for sync, goal in (("off", 2.0), ("on", 1.2)):
+    p = f"sync={sync}"
+    r = paired("C", "e2e_fencing", "e2e_redis", p, "ops_per_s")
+    c = paired("C", "e2e_redis", "e2e_fencing", p, "server_cpu_us")
+    target("#6 §1", f"end to end, synchronous_commit={sync}: (a) fencing vs (b) Redis throughput", with_cpu(r, c),
+           f">= {goal:g}x", None if r is None else r >= goal)
+    pa, pb, pc = (med("C", v, p, "p99_us") for v in ("e2e_fencing", "e2e_redis", "e2e_advisory"))
+    ok = None if None in (pa, pb, pc) else (pa < pb and pa < pc)
+    target("#6 §1", f"end to end, synchronous_commit={sync}: p99 of (a) below (b) and (c)",
+           f"{fmt(pa)} / {fmt(pb)} / {fmt(pc)} µs", "(a) lowest", ok)
+
+r = paired_params("D_growth", "acquire_lat", "resources=1000000", "resources=1000", "p50_us")
+c = paired_params("D_growth", "acquire_lat", "resources=1000000", "resources=1000", "server_cpu_us")
+target("#6 §2", "acquire p50 at 1,000,000 resources / at 1,000", with_cpu(r, c), "<= 1.2x", None if r is None else r <= 1.2)
+d1m = med("D_disk", "fence_state", "resources=1000000", "bytes_per_resource")
+target("#6 §2", "fence state on disk per resource at 1,000,000 resources",
+       "n/a" if d1m is None else f"{d1m:.1f} B", "<= 100 B", None if d1m is None else d1m <= 100)
+
+# ------------------------------------------------------------------ machine --
+def cpu_model():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def mem_gib():
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal:"):
+                return f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    return "unknown"
+
+
+def disk_of(path):
+    try:
+        out = subprocess.run(["df", "-h", "--output=source,fstype", path], capture_output=True, text=True).stdout
+        return " ".join(out.strip().splitlines()[-1].split())
+    except Exception:
+        return "unknown"
+
+
+now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+wall = os.environ.get("BENCH_WALL_SECONDS", "?")
+partial = os.environ.get("BENCH_PARTIAL", "0") == "1"
+
+# ------------------------------------------------------------------- charts --
+charts = []
+
+
+def gnuplot(name, script, data):
+    """Renders RESULTS/name.svg from a gnuplot script; data: {file: text}."""
+    if shutil.which("gnuplot") is None:
+        return
+    with tempfile.TemporaryDirectory() as d:
+        for fname, text in data.items():
+            with open(os.path.join(d, fname), "w") as f:
+                f.write(text)
+        out = os.path.join(RESULTS, name + ".svg")
+        head = ("set terminal svg size 720,420 dynamic enhanced font 'Helvetica,12' background rgb 'white'\n"
+                f"set output '{out}'\nset grid ytics lc rgb '#dddddd'\nset key top left\n")
+        p = subprocess.run(["gnuplot"], input=head + script, text=True, cwd=d, capture_output=True)
+        if p.returncode == 0 and os.path.exists(out):
+            charts.append(name)
+        else:
+            print(f"gnuplot {name}: {p.stderr.strip()}", file=sys.stderr)
+
+
+HIST = "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8 border -1\nset boxwidth 0.9\n"
+
+if a_fence or a_recipe or a_bare:
+    data = "".join(f"\"{lbl}\" {v or 0}\n" for lbl, v in
+                   (("fencing acquire+release", a_fence), ("recipe: lock+counter+unlock", a_recipe),
+                    ("bare advisory lock+unlock", a_bare)))
+    gnuplot("cycles", HIST + "set title 'A. Acquire-and-release cycles (2 clients, 10,000 resources)'\n"
+            "set ylabel 'cycles/s (median)'\nset yrange [0:*]\nset key off\n"
+            "plot 'a.dat' using 2:xtic(1) lc rgb '#3b75af'\n", {"a.dat": data})
+
+if params("C"):
+    lines = []
+    for v, lbl in (("e2e_fencing", "(a) fencing"), ("e2e_redis", "(b) Redis + PG"), ("e2e_advisory", "(c) advisory + counter")):
+        lines.append(f"\"{lbl}\" {med('C', v, 'sync=on', 'ops_per_s') or 0} {med('C', v, 'sync=off', 'ops_per_s') or 0} "
+                     f"{med('C', v, 'sync=on', 'p50_us') or 0} {med('C', v, 'sync=off', 'p50_us') or 0} "
+                     f"{med('C', v, 'sync=on', 'p99_us') or 0} {med('C', v, 'sync=off', 'p99_us') or 0}\n")
+    data = "".join(lines)
+    gnuplot("e2e_throughput", HIST + "set title 'C. Lock, fenced write, release (2 clients, 10,000 resources)'\n"
+            "set ylabel 'cycles/s (median)'\nset yrange [0:*]\nset key top right\n"
+            "plot 'c.dat' using 2:xtic(1) title 'synchronous\\_commit=on' lc rgb '#3b75af', "
+            "'' using 3 title 'synchronous\\_commit=off' lc rgb '#ef8636'\n", {"c.dat": data})
+    gnuplot("e2e_latency", HIST + "set title 'C. Cycle latency, p50 and p99 (µs, log scale)'\n"
+            "set ylabel 'µs'\nset logscale y\n"
+            "plot 'c.dat' using 4:xtic(1) title 'p50 on' lc rgb '#9cc3e6', '' using 6 title 'p50 off' lc rgb '#f6c197', "
+            "'' using 5 title 'p99 on' lc rgb '#3b75af', '' using 7 title 'p99 off' lc rgb '#ef8636'\n", {"c.dat": data})
+
+if bulk_param:
+    order = ("unprotected", "protected", "plpgsql", "recipe", "noop_c_trigger")
+    labels = {"unprotected": "unprotected", "protected": "fencing.protect", "plpgsql": "PL/pgSQL trigger",
+              "recipe": "WHERE fence\\_token < T", "noop_c_trigger": "no-op C trigger"}
+    data = "".join(f"\"{labels[v]}\" {med('B_bulk', v, bulk_param, 'seconds') or 0}\n" for v in order)
+    gnuplot("trigger_bulk", HIST + f"set title 'B. UPDATE of {param_value(bulk_param)} rows (median seconds)'\n"
+            "set ylabel 'seconds'\nset yrange [0:*]\nset key off\nset xtics rotate by -15\n"
+            "plot 'b.dat' using 2:xtic(1) lc rgb '#3b75af'\n", {"b.dat": data})
+
+if params("D_growth"):
+    lines = []
+    for p in params("D_growth"):
+        n = param_value(p)
+        lines.append(f"{n} {med('D_growth', 'acquire_lat', p, 'p50_us') or 0} {med('D_growth', 'bare_lat', p, 'p50_us') or 0}\n")
+    gnuplot("growth", "set title 'D. Acquisition latency vs resources ever acquired (1 client)'\n"
+            "set logscale x\nset xlabel 'distinct resources in fence state'\nset ylabel 'p50 latency (µs)'\n"
+            "set yrange [0:*]\nset format x '10^{%L}'\n"
+            "plot 'g.dat' using 1:2 with linespoints lw 2 title 'fencing.acquire\\_xact', "
+            "'' using 1:3 with linespoints lw 2 title 'pg\\_advisory\\_xact\\_lock (no token)'\n", {"g.dat": "".join(lines)})
+
+if params("D_contention"):
+    lines = []
+    for p in params("D_contention"):
+        n = param_value(p)
+        lines.append(f"{n} {med('D_contention', 'hot_fencing', p, 'ops_per_s') or 0} "
+                     f"{med('D_contention', 'hot_bare', p, 'ops_per_s') or 0} "
+                     f"{med('D_contention', 'hot_fencing', p, 'fairness') or 0} "
+                     f"{med('D_contention', 'hot_bare', p, 'fairness') or 0}\n")
+    gnuplot("contention", "set title 'D. Contention on one resource'\nset logscale x 2\nset xlabel 'clients'\n"
+            "set ylabel 'handoffs/s (median)'\nset y2label 'fairness: longest wait / mean wait'\n"
+            "set yrange [0:*]\nset y2range [0:*]\nset ytics nomirror\nset y2tics\nset key top right\n"
+            "plot 'h.dat' using 1:2 with linespoints lw 2 title 'fencing handoffs/s', "
+            "'' using 1:3 with linespoints lw 2 title 'bare advisory handoffs/s', "
+            "'' using 1:4 axes x1y2 with linespoints dt 2 title 'fencing fairness', "
+            "'' using 1:5 axes x1y2 with linespoints dt 2 title 'bare fairness'\n", {"h.dat": "".join(lines)})
+
+
+def scaling_rows():
+    """(rows, unprotected s, protected s, paired ratio) per table size; suite B's table included."""
+    out = []
+    for suite, p in [("D_rows", p) for p in params("D_rows")] + ([("B_bulk", bulk_param)] if bulk_param else []):
+        if not values(suite, "protected", p, "seconds"):
+            continue
+        out.append((int(param_value(p)), med(suite, "unprotected", p, "seconds"), med(suite, "protected", p, "seconds"),
+                    paired(suite, "protected", "unprotected", p, "seconds"),
+                    paired(suite, "protected", "unprotected", p, "cpu_seconds")))
+    return sorted(out)
+
+
+if params("D_width") or params("D_rows"):
+    wl = []
+    for p in params("D_width"):
+        wl.append(f"{param_value(p)} {paired('D_width', 'protected', 'unprotected', p, 'seconds') or 0}\n")
+    rl = [f"{n} {r or 0}\n" for n, unp, pro, r, _ in scaling_rows()]
+    gnuplot("trigger_scaling", "set multiplot layout 1,2 title 'D. Trigger cost: UPDATE time protected / unprotected'\n"
+            "set yrange [0.9:*]\nset key off\nset ylabel 'ratio (median)'\n"
+            "set xlabel 'columns'\nset logscale x\nset title 'vs table width'\n"
+            "plot 'w.dat' using 1:2 with linespoints lw 2 pt 7, 1.05 dt 2 lc rgb 'red'\n"
+            "set xlabel 'rows'\nset format x '10^{%L}'\nset title 'vs row count'\n"
+            "plot 'r.dat' using 1:2 with linespoints lw 2 pt 7, 1.05 dt 2 lc rgb 'red'\nunset multiplot\n",
+            {"w.dat": "".join(wl), "r.dat": "".join(rl)})
+
+# ----------------------------------------------------------------- markdown --
+md = []
+w = md.append
+w("# fencing benchmark: last run\n")
+w(f"Generated by `make bench` ({os.environ.get('BENCH_PROFILE', '?')} profile) on {now}; "
+  f"wall time {wall} s (budget {os.environ.get('BENCH_BUDGET', '600')} s)"
+  + ("; **cut short by the time budget, some results are missing**" if partial else "") + ".\n")
+w("| machine | |\n|---|---|")
+w(f"| CPU | {cpu_model()} |")
+w(f"| cores (nproc) | {os.cpu_count()} |")
+w(f"| memory | {mem_gib()} |")
+w(f"| disk | {disk_of(RESULTS)} |")
+w(f"| PostgreSQL | {os.environ.get('BENCH_PG_VERSION', 'unknown')} (fsync on; synchronous_commit on unless stated) |")
+w(f"| kernel | {os.uname().release} |")
+w("")
+w("Every comparison runs its variants interleaved (rounds, rotating order); figures are medians over the "
+  "rounds; ratios are paired: the median over rounds of the ratio within a round. Raw data: `latest.csv`.\n")
+
+w("## Targets\n")
+w("| issue | target | measured | goal | result |\n|---|---|---|---|---|")
+for issue, text, measured, goal, ok in targets:
+    res = "not measured" if ok is None else ("**MET**" if ok else "**MISSED**")
+    w(f"| {issue} | {text} | {measured} | {goal} | {res} |")
+w("")
+
+if a_fence or a_recipe or a_bare:
+    w("## A. Acquire-and-release cycles (issue 2 §5)\n")
+    w("2 clients, random resources out of 10,000 (fence state created beforehand), autocommit statements.\n")
+    w("| variant | cycles/s | p50 µs | p99 µs | server CPU µs/cycle | fencing / variant, throughput | fencing / variant, server CPU |\n"
+      "|---|---:|---:|---:|---:|---:|---:|")
+    for v, lbl in (("fence_cycle", "fencing: `acquire($1)`; `release($1)`"),
+                   ("recipe_cycle", "recipe: `pg_advisory_lock(hashtext)`; `UPDATE counters ... RETURNING token`; `pg_advisory_unlock`"),
+                   ("bare_cycle", "bare: `pg_advisory_lock`; `pg_advisory_unlock` (no token)")):
+        ops = med("A", v, "", "ops_per_s")
+        w(f"| {lbl} | {fmt(ops)} | {fmt(med('A', v, '', 'p50_us'))} | {fmt(med('A', v, '', 'p99_us'))} | "
+          f"{fmt(med('A', v, '', 'server_cpu_us'), 1)} | {fx(paired('A', 'fence_cycle', v, '', 'ops_per_s'))} | "
+          f"{fx(paired('A', 'fence_cycle', v, '', 'server_cpu_us'))} |")
+    w("\nServer CPU: on-CPU time of the clients' backends plus the WAL writer per cycle (from /proc/PID/schedstat); "
+      "it moves much less with the machine's other load than throughput does.")
+    w("")
+
+if params("C"):
+    w("## C. Lock, fenced write, release: end to end (issue 6 §1)\n")
+    w("2 clients, 10,000 resources. (a) `UPDATE items_a SET fence_token = fencing.acquire_xact($1), v = $2 WHERE id = $3` "
+      "(one autocommit statement; the table is protected); (b) Redis `SET lock NX PX`, `INCR`, PostgreSQL "
+      "`UPDATE ... WHERE id = $3 AND fence_token < $2`, Lua compare-and-delete; (c) `pg_advisory_lock(hashtext)`, "
+      "counter table, `UPDATE ... AND fence_token < $2`, `pg_advisory_unlock`.\n")
+    w("| synchronous_commit | variant | cycles/s | p50 µs | p99 µs | server CPU µs/cycle | (a) / variant (throughput) |\n"
+      "|---|---|---:|---:|---:|---:|---:|")
+    for sync in ("on", "off"):
+        p = f"sync={sync}"
+        for v, lbl in (("e2e_fencing", "(a) fencing"), ("e2e_redis", "(b) Redis + PostgreSQL"), ("e2e_advisory", "(c) advisory lock + counter")):
+            ops = med("C", v, p, "ops_per_s")
+            w(f"| {sync} | {lbl} | {fmt(ops)} | {fmt(med('C', v, p, 'p50_us'))} | {fmt(med('C', v, p, 'p99_us'))} | "
+              f"{fmt(med('C', v, p, 'server_cpu_us'), 1)} | {fx(paired('C', 'e2e_fencing', v, p, 'ops_per_s'))} |")
+    w("\nServer CPU: backends + WAL writer + redis-server.")
+    w("")
+
+if bulk_param:
+    w(f"## B. Enforcement trigger (issue 3)\n")
+    w(f"Bulk: `UPDATE bulk SET fence_token = T, v = v + 1` over {param_value(bulk_param)} rows (int primary key, "
+      "VACUUM before every run, same table for every variant: the variants switch its trigger). "
+      "`no-op C trigger` is PostgreSQL's own `suppress_redundant_updates_trigger()`: the floor of any BEFORE ROW trigger.\n")
+    w("| variant | median s | / unprotected | backend CPU s | CPU / unprotected | runs (s) |\n|---|---:|---:|---:|---:|---|")
+    for v, lbl in (("unprotected", "unprotected"), ("protected", "fencing.protect"), ("plpgsql", "PL/pgSQL trigger, same check"),
+                   ("recipe", "recipe: `... WHERE fence_token < T`"), ("noop_c_trigger", "no-op C trigger")):
+        m = med("B_bulk", v, bulk_param, "seconds")
+        runs = ", ".join(f"{x:.2f}" for x in values("B_bulk", v, bulk_param, "seconds"))
+        w(f"| {lbl} | {fmt(m, 2)} | {fx(paired('B_bulk', v, 'unprotected', bulk_param, 'seconds'))} | "
+          f"{fmt(med('B_bulk', v, bulk_param, 'cpu_seconds'), 2)} | {fx(paired('B_bulk', v, 'unprotected', bulk_param, 'cpu_seconds'))} | {runs} |")
+    w("")
+if params("B_single"):
+    w("Single-row: the pgbench `-M prepared -c 2` workload (run by fencebench, so that CPU is measured too): "
+      "`UPDATE single SET fence_token = fence_token + 1, v = v + 1 WHERE id = $1`, random id out of 100,000.\n")
+    w("| synchronous_commit | variant | updates/s | / unprotected | p50 µs | p99 µs | backend CPU µs/update | CPU / unprotected |\n"
+      "|---|---|---:|---:|---:|---:|---:|---:|")
+    for p in params("B_single"):
+        for v, lbl in (("unprotected", "unprotected"), ("protected", "fencing.protect"), ("noop_c_trigger", "no-op C trigger")):
+            if not values("B_single", v, p, "ops_per_s"):
+                continue
+            w(f"| {param_value(p)} | {lbl} | {fmt(med('B_single', v, p, 'ops_per_s'))} | "
+              f"{fx(paired('B_single', v, 'unprotected', p, 'ops_per_s'))} | {fmt(med('B_single', v, p, 'p50_us'))} | "
+              f"{fmt(med('B_single', v, p, 'p99_us'))} | {fmt(med('B_single', v, p, 'backend_cpu_us'), 1)} | "
+              f"{fx(paired('B_single', v, 'unprotected', p, 'backend_cpu_us'))} |")
+    w("")
+
+if params("D_growth") or params("D_contention") or params("D_width"):
+    w("## D. How cost grows (issue 6 §2)\n")
+if params("D_growth"):
+    w("Acquisition latency (`SELECT fencing.acquire_xact($1)`, autocommit, 1 client, random existing resources) against "
+      "the number of resources in the fence state (one database per size, `r1` .. `rN`, the sizes measured interleaved), "
+      "next to `pg_advisory_xact_lock(hashtext($1))` in the same rounds.\n")
+    w("| resources | fencing p50 µs | fencing p99 µs | fencing server CPU µs | bare p50 µs | fencing / bare p50 | fence state bytes/resource |\n"
+      "|---:|---:|---:|---:|---:|---:|---:|")
+    for p in params("D_growth"):
+        fp, bp = med("D_growth", "acquire_lat", p, "p50_us"), med("D_growth", "bare_lat", p, "p50_us")
+        w(f"| {fmt(float(param_value(p)))} | {fmt(fp, 1)} | {fmt(med('D_growth', 'acquire_lat', p, 'p99_us'))} | "
+          f"{fmt(med('D_growth', 'acquire_lat', p, 'server_cpu_us'), 1)} | {fmt(bp, 1)} | "
+          f"{fx(paired('D_growth', 'acquire_lat', 'bare_lat', p, 'p50_us'))} | {fmt(med('D_disk', 'fence_state', p, 'bytes_per_resource'), 1)} |")
+    w("")
+if params("D_contention"):
+    w("Contention: every client loops `fencing.acquire('hot')`; `fencing.release('hot')` (bare: `pg_advisory_lock`/"
+      "`unlock`). Handoffs/s = cycles/s; fairness = longest acquire wait / mean acquire wait; "
+      "per-client spread = fewest / most cycles of one client.\n")
+    w("| clients | fencing handoffs/s | fencing fairness | fencing p99 wait µs | bare handoffs/s | bare fairness | fencing per-client spread |\n"
+      "|---:|---:|---:|---:|---:|---:|---:|")
+    for p in params("D_contention"):
+        mn, mx = med("D_contention", "hot_fencing", p, "client_min_ops"), med("D_contention", "hot_fencing", p, "client_max_ops")
+        spread = "n/a" if mn is None or mx is None else f"{fmt(mn)} / {fmt(mx)}"
+        w(f"| {param_value(p)} | {fmt(med('D_contention', 'hot_fencing', p, 'ops_per_s'))} | "
+          f"{fmt(med('D_contention', 'hot_fencing', p, 'fairness'), 1)} | {fmt(med('D_contention', 'hot_fencing', p, 'p99_us'))} | "
+          f"{fmt(med('D_contention', 'hot_bare', p, 'ops_per_s'))} | {fmt(med('D_contention', 'hot_bare', p, 'fairness'), 1)} | {spread} |")
+    w("")
+if params("D_width"):
+    w("Trigger cost against table width (`UPDATE wN SET fence_token = T`, int columns, VACUUM before every run):\n")
+    w("| columns | unprotected s | protected s | protected / unprotected | CPU protected / unprotected |\n|---:|---:|---:|---:|---:|")
+    for p in params("D_width"):
+        u, pr = med("D_width", "unprotected", p, "seconds"), med("D_width", "protected", p, "seconds")
+        w(f"| {param_value(p)} | {fmt(u, 3)} | {fmt(pr, 3)} | {fx(paired('D_width', 'protected', 'unprotected', p, 'seconds'))} | "
+          f"{fx(paired('D_width', 'protected', 'unprotected', p, 'cpu_seconds'))} |")
+    w("")
+rows_ = scaling_rows()
+if rows_:
+    w("Trigger cost against row count (`UPDATE sN SET fence_token = T, v = v + 1`; the largest size below 10^7 is suite B's table):\n")
+    w("| rows | unprotected s | protected s | protected / unprotected | CPU protected / unprotected | trigger µs per row |\n"
+      "|---:|---:|---:|---:|---:|---:|")
+    for n, u, pr, r, c in rows_:
+        per_row = None if u is None or r is None else (r - 1) * u / n * 1e6
+        w(f"| {n:,} | {fmt(u, 3)} | {fmt(pr, 3)} | {fx(r)} | {fx(c)} | {fmt(per_row, 2)} |")
+    w("")
+
+if charts:
+    w("## Charts\n")
+    for c in charts:
+        w(f"![{c}]({c}.svg)\n")
+
+with open(os.path.join(RESULTS, "latest.md"), "w") as f:
+    f.write("\n".join(md) + "\n")
+
+print("Targets:")
+for issue, text, measured, goal, ok in targets:
+    res = "NOT MEASURED" if ok is None else ("MET" if ok else "MISSED")
+    print(f"  {res:12} {issue:6} {text}: {measured} (goal {goal})")
+print(f"Report: {os.path.join(RESULTS, 'latest.md')}")

@@ -1,0 +1,393 @@
+#!/usr/bin/env bash
+# bench.sh [full|quick] -- `make bench`: the benchmark suite of tests/bench.
+#
+# Installs the Debian packages that are missing (as root), builds and installs
+# the extension, builds the C++ client tests/bench/fencebench.cpp, starts a
+# throwaway cluster (as the unprivileged user; fsync on) and a Redis server on
+# a free loopback port (no persistence), runs every benchmark with its
+# variants interleaved round by round, and writes
+#   tests/bench/results/latest.csv   raw results: suite,variant,param,metric,value,run
+#   tests/bench/results/latest.md    medians, ratios, targets MET/MISSED, machine
+#   tests/bench/results/*.svg        charts (gnuplot)
+# Benchmarks measure ratios; they never fail on a missed target. The run is
+# bounded: it stops by itself within FENCING_BENCH_BUDGET seconds (600) of its
+# start (the clock starts after a first-time package installation).
+#
+# `quick` shortens every step (smaller tables, fewer and shorter rounds) for a
+# smoke run of about two minutes. See tests/bench/README.md.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+profile="${1:-full}"
+case "$profile" in
+  full|quick) ;;
+  *) echo "usage: $0 [full|quick]" >&2; exit 2 ;;
+esac
+
+BENCH_PACKAGES=("${BASE_PACKAGES[@]}" redis-server redis-tools libhiredis-dev gnuplot-nox python3)
+BUDGET="${FENCING_BENCH_BUDGET:-600}"
+
+# ---- outer shell: packages, then re-run under a hard time limit --------------
+if [ -z "${FENCING_BENCH_INNER:-}" ]; then
+  ensure_packages "${BENCH_PACKAGES[@]}"
+  export FENCING_BENCH_START="$(date +%s)" FENCING_BENCH_INNER=1
+  # The inner run watches its own budget and skips what would not fit; the
+  # hard limit is the backstop (TERM: partial report, cleanup; KILL 20 s later).
+  exec timeout --signal=TERM --kill-after=20 "$BUDGET" bash "${BASH_SOURCE[0]}" "$profile"
+fi
+
+START="${FENCING_BENCH_START:-$(date +%s)}"
+elapsed() { echo $(( $(date +%s) - START )); }
+time_left() { echo $(( BUDGET - $(elapsed) )); }
+
+BENCH_DIR="$FENCING_ROOT/tests/bench"
+RESULTS="$BENCH_DIR/results"
+mkdir -p "$RESULTS"
+CSV="$RESULTS/latest.csv.tmp"
+echo "suite,variant,param,metric,value,run" > "$CSV"
+
+work=""
+port=""
+redis_pid=""
+report_done=0
+
+# ---- profile ---------------------------------------------------------------
+if [ "$profile" = full ]; then
+  CYCLE_ROUNDS=8       # A: rounds of the interleaved comparison
+  CYCLE_SECS=1.2       # A: seconds per variant and round
+  E2E_ROUNDS=7         # C: rounds (each: sync on and off, three variants)
+  E2E_SECS=1.5
+  BULK_ROUNDS=5        # B: rounds of the bulk UPDATE (five variants each)
+  BULK_ROWS=1000000    # B: rows of the bulk UPDATE
+  SINGLE_ROUNDS=7      # B: rounds of single-row updates (sync on and off, 3 variants)
+  SINGLE_SECS=1.2
+  GROWTH_LEVELS="100 1000 10000 100000 1000000"
+  GROWTH_ROUNDS=5
+  GROWTH_SECS=0.6
+  CONT_CLIENTS="1 2 4 8 16 32"
+  CONT_SECS=1
+  WIDTH_ROWS=100000
+  SCALE_ROWS="1000 10000 100000"   # plus BULK_ROWS from B, plus 10^7 if time allows
+  SCALE_ROUNDS=3
+else
+  CYCLE_ROUNDS=3
+  CYCLE_SECS=0.8
+  E2E_ROUNDS=3
+  E2E_SECS=0.8
+  BULK_ROUNDS=3
+  BULK_ROWS=100000
+  SINGLE_ROUNDS=3
+  SINGLE_SECS=0.8
+  GROWTH_LEVELS="100 1000 10000 100000"
+  GROWTH_ROUNDS=3
+  GROWTH_SECS=0.5
+  CONT_CLIENTS="1 4 16"
+  CONT_SECS=0.6
+  WIDTH_ROWS=20000
+  SCALE_ROWS="1000 10000"
+  SCALE_ROUNDS=2
+fi
+WARMUP=0.3
+SEED=20260101
+
+# ---- cleanup and the final report -------------------------------------------
+make_report() {
+  [ "$report_done" -eq 1 ] && return 0
+  report_done=1
+  mv -f "$CSV" "$RESULTS/latest.csv" 2>/dev/null || true
+  local pgver
+  pgver="$("$PGBIN/postgres" --version 2>/dev/null || echo unknown)"
+  log "writing $RESULTS/latest.md and charts"
+  BENCH_PROFILE="$profile" BENCH_WALL_SECONDS="$(elapsed)" BENCH_BUDGET="$BUDGET" BENCH_PG_VERSION="$pgver" \
+    BENCH_PARTIAL="${1:-0}" python3 "$BENCH_DIR/report.py" "$RESULTS" || log "report failed"
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT TERM INT
+  if [ -n "$redis_pid" ]; then kill "$redis_pid" 2>/dev/null || true; fi
+  if [ -n "$work" ] && [ -d "$work" ]; then
+    as_user bash "$FENCING_ROOT/tests/scripts/cluster.sh" stop "$work" || true
+    rm -rf "$work"
+  fi
+  exit "$rc"
+}
+on_term() {
+  log "time budget of ${BUDGET}s reached: stopping, reporting what was measured"
+  make_report 1 || true
+  exit 124
+}
+trap cleanup EXIT
+trap on_term TERM INT
+
+# ---- build -----------------------------------------------------------------
+renice -n 5 -p $$ >/dev/null 2>&1 || true
+ensure_user
+build_and_install
+work="$(make_workdir)"
+FB="$work/fencebench"
+log "building tests/bench/fencebench"
+g++ -O2 -std=c++17 -Wall -Wextra -pthread -I"$("$PGBIN/pg_config" --includedir)" \
+  -o "$FB" "$BENCH_DIR/fencebench.cpp" -lpq -lhiredis
+chmod 755 "$FB"
+
+# ---- cluster and redis -----------------------------------------------------
+port="$(free_port)"
+log "starting a throwaway cluster on 127.0.0.1:$port"
+as_user bash "$FENCING_ROOT/tests/scripts/cluster.sh" start "$work" "$port" \
+  "shared_buffers = 512MB" "max_wal_size = 16GB" "checkpoint_timeout = 1h" \
+  "synchronous_commit = on" "autovacuum_naptime = 10s" "max_locks_per_transaction = 1024"
+rport="$(free_port)"
+log "starting redis-server on 127.0.0.1:$rport"
+as_user redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
+  --pidfile "$work/redis.pid" --logfile "$work/redis.log" --dir "$work" >/dev/null
+for _ in $(seq 1 50); do
+  [ -s "$work/redis.pid" ] && redis-cli -p "$rport" ping 2>/dev/null | grep -q PONG && break
+  sleep 0.1
+done
+redis_pid="$(cat "$work/redis.pid")"
+
+export PGHOST=127.0.0.1 PGPORT="$port" PGUSER=postgres
+unset PGDATABASE PGOPTIONS PGSERVICE PGPASSWORD
+q() { local db="$1"; shift; PGOPTIONS="-c client_min_messages=warning" "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$db" "$@"; }
+conn() { echo "host=127.0.0.1 port=$port user=postgres dbname=$1 application_name=fencebench"; }
+
+# Server processes whose CPU counts with the backends' (fencebench server_cpu_us).
+server_pids="$(q postgres -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'"),$redis_pid"
+
+record() { echo "$1,$2,$3,$4,$5,$6" >> "$CSV"; }   # suite variant param metric value run
+
+# fb SUITE PARAM RUN VARIANT ARGS...: one timed fencebench run, its metrics
+# recorded under VARIANT (or under $FB_LABEL when set).
+fb() {
+  local suite="$1" param="$2" run="$3" variant="$4"; shift 4
+  local name="${FB_LABEL:-$variant}" out kv
+  out="$("$FB" run "$variant" --extra-pids "$server_pids" --warmup "$WARMUP" --seed "$SEED" "$@")" ||
+    { log "fencebench $variant failed"; return 0; }
+  for kv in $out; do
+    case "${kv%%=*}" in
+      ops_per_s|p50_us|p99_us|mean_us|max_us|fairness|retries|client_min_ops|client_max_ops|backend_cpu_us|server_cpu_us)
+        record "$suite" "$name" "$param" "${kv%%=*}" "${kv#*=}" "$run" ;;
+    esac
+  done
+}
+
+# timed SUITE VARIANT PARAM RUN DB SQL: runs SQL on a fresh connection, records
+# its wall time ("seconds") and its backend's on-CPU time ("cpu_seconds").
+timed() {
+  local suite="$1" variant="$2" param="$3" run="$4" db="$5" sql="$6" out ms cpu
+  out="$("$FB" exec --conninfo "$(conn "$db")" "$sql" | tail -1)" || { log "timed $suite/$variant failed"; return 0; }
+  ms="$(echo "$out" | sed -n 's/^ms=\([0-9.]*\).*/\1/p')"
+  cpu="$(echo "$out" | sed -n 's/.*cpu_ms=\([-0-9.]*\).*/\1/p')"
+  record "$suite" "$variant" "$param" seconds "$(awk -v x="$ms" 'BEGIN {printf "%.6f", x / 1000}')" "$run"
+  case "$cpu" in -*|"") ;; *) record "$suite" "$variant" "$param" cpu_seconds "$(awk -v x="$cpu" 'BEGIN {printf "%.6f", x / 1000}')" "$run" ;; esac
+}
+
+# order ROUND ITEMS...: the items rotated by ROUND (interleaving without a fixed order).
+order() {
+  local r="$1"; shift
+  local items=("$@") n=$# i
+  for ((i = 0; i < n; i++)); do echo "${items[$(( (i + r) % n ))]}"; done
+}
+
+# ---- schema ----------------------------------------------------------------
+log "creating the bench schema"
+q postgres -c "CREATE DATABASE bench"
+q bench <<'SQL'
+CREATE EXTENSION fencing;
+CREATE TABLE counters (resource text PRIMARY KEY, token bigint NOT NULL DEFAULT 0);
+INSERT INTO counters SELECT 'r' || g, 0 FROM generate_series(1, 10000) g;
+-- Fence state of r1..r10000 exists before any measurement (first touch excluded).
+DO $$ BEGIN
+  FOR b IN 0..9 LOOP
+    PERFORM fencing.acquire_xact('r' || g) FROM generate_series(b * 1000 + 1, b * 1000 + 1000) g;
+    COMMIT;
+  END LOOP;
+END $$;
+CREATE TABLE items_a (id int PRIMARY KEY, fence_token bigint NOT NULL DEFAULT 0, v bigint NOT NULL DEFAULT 0);
+CREATE TABLE items_b (LIKE items_a INCLUDING ALL);
+CREATE TABLE items_c (LIKE items_a INCLUDING ALL);
+INSERT INTO items_a (id) SELECT g FROM generate_series(1, 10000) g;
+INSERT INTO items_b (id) SELECT g FROM generate_series(1, 10000) g;
+INSERT INTO items_c (id) SELECT g FROM generate_series(1, 10000) g;
+SELECT fencing.protect('items_a');
+-- The PL/pgSQL trigger that does fencing's check (for suite B).
+CREATE FUNCTION plpgsql_fence() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.fence_token IS NULL OR (OLD.fence_token IS NOT NULL AND NEW.fence_token <= OLD.fence_token) THEN
+    RAISE EXCEPTION 'stale fence token for relation "%"', TG_TABLE_NAME USING ERRCODE = 'FN001';
+  END IF;
+  RETURN NEW;
+END $$;
+VACUUM ANALYZE;
+SQL
+
+# ======================================================================== A ==
+log "A: acquire-and-release cycles, 2 clients, 10,000 resources ($CYCLE_ROUNDS rounds x ${CYCLE_SECS}s)"
+for r in $(seq 1 "$CYCLE_ROUNDS"); do
+  for v in $(order "$r" fence_cycle recipe_cycle bare_cycle); do
+    fb A "" "$r" "$v" --conninfo "$(conn bench)" --clients 2 --resources 10000 --seconds "$CYCLE_SECS"
+  done
+done
+
+# ======================================================================== C ==
+log "C: lock, fenced write, release; sync on/off ($E2E_ROUNDS rounds x ${E2E_SECS}s)"
+q bench -c "VACUUM ANALYZE items_a, items_b, items_c, counters"
+for r in $(seq 1 "$E2E_ROUNDS"); do
+  for sync in on off; do
+    for v in $(order "$r" e2e_fencing e2e_redis e2e_advisory); do
+      fb C "sync=$sync" "$r" "$v" --conninfo "$(conn bench)" --clients 2 --resources 10000 \
+        --seconds "$E2E_SECS" --sync "$sync" --redis-port "$rport"
+    done
+  done
+done
+
+# ======================================================================== B ==
+# One table, the variants switch its trigger; all run the same statement
+# (the recipe adds its WHERE clause). T grows with every run, so every row is
+# always accepted.
+log "B: bulk UPDATE of $BULK_ROWS rows ($BULK_ROUNDS rounds x 5 variants)"
+q bench <<SQL
+CREATE TABLE bulk (id int PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
+INSERT INTO bulk SELECT g, 1, 0 FROM generate_series(1, $BULK_ROWS) g;
+VACUUM ANALYZE bulk;
+UPDATE bulk SET fence_token = 2, v = v + 1;   -- reach the steady state: 2x pages, half free
+VACUUM bulk;
+SQL
+T=10
+bulk_setup() {  # bulk_setup VARIANT: the table's triggers for that variant
+  q bench -c "SELECT fencing.unprotect('bulk')" -c "DROP TRIGGER IF EXISTS a_plpgsql ON bulk" \
+    -c "DROP TRIGGER IF EXISTS a_noop ON bulk" >/dev/null
+  case "$1" in
+    protected) q bench -c "SELECT fencing.protect('bulk')" >/dev/null ;;
+    plpgsql) q bench -c "CREATE TRIGGER a_plpgsql BEFORE UPDATE ON bulk FOR EACH ROW EXECUTE FUNCTION plpgsql_fence()" ;;
+    noop_c_trigger) q bench -c "CREATE TRIGGER a_noop BEFORE UPDATE ON bulk FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()" ;;
+  esac
+}
+for r in $(seq 1 "$BULK_ROUNDS"); do
+  for v in $(order "$r" unprotected protected plpgsql recipe noop_c_trigger); do
+    bulk_setup "$v"
+    q bench -c "VACUUM bulk"
+    T=$((T + 1))
+    where=""; [ "$v" = recipe ] && where=" WHERE fence_token < $T"
+    timed B_bulk "$v" "rows=$BULK_ROWS" "$r" bench "UPDATE bulk SET fence_token = $T, v = v + 1$where"
+  done
+done
+bulk_setup unprotected
+
+log "B: single-row updates, prepared, 2 clients, 100,000 rows ($SINGLE_ROUNDS rounds x ${SINGLE_SECS}s)"
+# The pgbench -M prepared -c 2 workload, run by fencebench (variant
+# single_update) so that the backends' CPU per update is measured too.
+q bench <<'SQL'
+CREATE TABLE single (id int PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
+INSERT INTO single SELECT g, 1, 0 FROM generate_series(1, 100000) g;
+VACUUM ANALYZE single;
+SQL
+for r in $(seq 1 "$SINGLE_ROUNDS"); do
+  for sync in on off; do
+    for v in $(order "$r" unprotected protected noop_c_trigger); do
+      q bench -c "SELECT fencing.unprotect('single')" -c "DROP TRIGGER IF EXISTS a_noop ON single" >/dev/null
+      case "$v" in
+        protected) q bench -c "SELECT fencing.protect('single')" >/dev/null ;;
+        noop_c_trigger) q bench -c "CREATE TRIGGER a_noop BEFORE UPDATE ON single FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()" ;;
+      esac
+      FB_LABEL="$v" fb B_single "sync=$sync" "$r" single_update --conninfo "$(conn bench)" --clients 2 \
+        --resources 100000 --seconds "$SINGLE_SECS" --sync "$sync"
+    done
+  done
+done
+q bench -c "SELECT fencing.unprotect('single')" -c "DROP TRIGGER IF EXISTS a_noop ON single" >/dev/null
+
+# ======================================================================== D ==
+log "D: contention on one resource (clients: $CONT_CLIENTS)"
+for c in $CONT_CLIENTS; do
+  for r in 1 2; do
+    for v in $(order "$r" hot_fencing hot_bare); do
+      fb D_contention "clients=$c" "$r" "$v" --conninfo "$(conn bench)" --clients "$c" --seconds "$CONT_SECS"
+    done
+  done
+done
+
+log "D: trigger cost vs table width (3, 10, 30, 100 columns; $WIDTH_ROWS rows)"
+for w in 3 10 30 100; do
+  cols=""; for i in $(seq 3 "$w"); do cols="$cols, c$i int NOT NULL DEFAULT $i"; done
+  q bench -c "CREATE TABLE w$w (id int PRIMARY KEY, fence_token bigint NOT NULL$cols)" \
+    -c "INSERT INTO w$w (id, fence_token) SELECT g, 1 FROM generate_series(1, $WIDTH_ROWS) g" \
+    -c "VACUUM ANALYZE w$w" -c "UPDATE w$w SET fence_token = 2" -c "VACUUM w$w"
+done
+for r in $(seq 1 "$SCALE_ROUNDS"); do
+  for w in 3 10 30 100; do
+    for v in $(order "$r" unprotected protected); do
+      if [ "$v" = protected ]; then q bench -c "SELECT fencing.protect('w$w')" >/dev/null
+      else q bench -c "SELECT fencing.unprotect('w$w')" >/dev/null; fi
+      q bench -c "VACUUM w$w"
+      T=$((T + 1))
+      timed D_width "$v" "cols=$w" "$r" bench "UPDATE w$w SET fence_token = $T"
+    done
+  done
+done
+q bench -c "DROP TABLE w3, w10, w30, w100"
+
+scale_rows() {  # scale_rows N ROUNDS: protected vs unprotected bulk UPDATE of an N-row table
+  local n="$1" rounds="$2" r v
+  q bench -c "CREATE TABLE s$n (id int PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL)" \
+    -c "INSERT INTO s$n SELECT g, 1, 0 FROM generate_series(1, $n) g" \
+    -c "VACUUM ANALYZE s$n" -c "UPDATE s$n SET fence_token = 2, v = v + 1" -c "VACUUM s$n"
+  for r in $(seq 1 "$rounds"); do
+    for v in $(order "$r" unprotected protected); do
+      if [ "$v" = protected ]; then q bench -c "SELECT fencing.protect('s$n')" >/dev/null
+      else q bench -c "SELECT fencing.unprotect('s$n')" >/dev/null; fi
+      q bench -c "VACUUM s$n"
+      T=$((T + 1))
+      timed D_rows "$v" "rows=$n" "$r" bench "UPDATE s$n SET fence_token = $T, v = v + 1"
+    done
+  done
+  q bench -c "DROP TABLE s$n"
+}
+log "D: trigger cost vs row count ($SCALE_ROWS; $BULK_ROWS from B)"
+for n in $SCALE_ROWS; do scale_rows "$n" "$SCALE_ROUNDS"; done
+
+log "D: acquisition latency vs resources ever acquired ($GROWTH_LEVELS)"
+# One database per size, each with its own fence state of N resources (bulk
+# acquisitions, 1,000 per transaction), so that the sizes can be measured
+# interleaved, round by round, like every other comparison.
+for level in $GROWTH_LEVELS; do
+  q postgres -c "CREATE DATABASE growth_$level"
+  q "growth_$level" -c "CREATE EXTENSION fencing"
+  for ((from = 0; from < level; from += 100000)); do
+    upto=$(( from + 100000 < level ? from + 100000 : level ))
+    q "growth_$level" -c "DO \$\$ BEGIN
+      FOR b IN 0..$(( (upto - from + 999) / 1000 - 1 )) LOOP
+        PERFORM fencing.acquire_xact('r' || g)
+           FROM generate_series($from + b * 1000 + 1, least($from + b * 1000 + 1000, $upto)) g;
+        COMMIT;
+      END LOOP; END \$\$"
+  done
+  q "growth_$level" -c "VACUUM ANALYZE fencing.fence_state"
+  size="$(q "growth_$level" -c "SELECT pg_total_relation_size('fencing.fence_state')::float8 / count(*) FROM fencing.fence_state")"
+  record D_disk fence_state "resources=$level" bytes_per_resource "$size" 1
+done
+levels=($GROWTH_LEVELS)
+for r in $(seq 1 "$GROWTH_ROUNDS"); do
+  for level in $(order "$r" "${levels[@]}"); do
+    for v in $(order "$r" acquire_lat bare_lat); do
+      fb D_growth "resources=$level" "$r" "$v" --conninfo "$(conn "growth_$level")" --clients 1 \
+        --resources "$level" --seconds "$GROWTH_SECS"
+    done
+  done
+done
+
+# 10^7 rows only when it fits the budget: estimated from the 10^6 runs of B.
+if [ "$profile" = full ]; then
+  per_run="$(awk -F, '$1=="B_bulk" && $4=="seconds" && ($2=="unprotected" || $2=="protected") {s+=$5; n++} END {if (n) printf "%d", s/n + 1; else print 999}' "$CSV")"
+  need=$(( per_run * 10 * 2 * 2 + per_run * 10 * 3 + 40 ))   # 2 rounds x 2 variants, load and vacuums, reporting
+  if [ "$(time_left)" -gt "$need" ]; then
+    log "D: trigger cost at 10,000,000 rows (about ${need}s)"
+    scale_rows 10000000 2
+  else
+    log "D: skipping 10,000,000 rows (needs about ${need}s, $(time_left)s left)"
+  fi
+fi
+
+log "all benchmarks done in $(elapsed)s"
+make_report 0
