@@ -1,5 +1,6 @@
 #include "pg/fence_state.hpp"
 
+#include "core/counter.hpp"
 #include "pg/settings.hpp"
 
 extern "C" {
@@ -25,16 +26,20 @@ struct Oids {
 Oids cached;
 bool callback_registered = false;
 
-// The highest token this backend knows to be durable (flushed, and confirmed
-// by synchronous standbys where configured). Tokens at or below it need no
-// flush call: the common case, 4095 times out of 4096. Forgotten with the
-// counter's relation (DROP/CREATE EXTENSION).
-std::int64_t known_durable_upto = 0;
+// The two newest records of the counter this backend has seen (their LSN and
+// the value they cover; see next_counter_value), and the WAL position it
+// knows to be flushed. Tokens are usually covered by a record that was
+// written long enough ago to be flushed already, so the common case needs
+// neither a flush nor a wait. The records are forgotten with the counter's
+// relation (DROP/CREATE EXTENSION).
+using Record = core::CounterRecord;
+core::SeenRecords seen;
+XLogRecPtr known_flushed = InvalidXLogRecPtr;
 
 void invalidate_oids(Datum, Oid relid) {
     if (relid == InvalidOid || relid == cached.state || relid == cached.index || relid == cached.seq) {
         cached = Oids{};
-        known_durable_upto = 0;
+        seen.forget();
     }
 }
 
@@ -240,16 +245,6 @@ void insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource
     heap_freetuple(tup);
 }
 
-// What the sequence's newest WAL record covers: the record's end (the page
-// LSN) and the highest value it logged (last_value + log_cnt on the page: a
-// sequence logs last_value + log_cnt and then counts log_cnt down).
-struct Covering {
-    XLogRecPtr lsn;
-    std::int64_t upto;
-};
-
-
-
 // Whether synchronous standbys are configured (the checkpointer's view, as
 // SyncRepWaitForLSN uses it). The field changed shape in minor releases.
 bool sync_standbys_defined() {
@@ -301,16 +296,30 @@ void check_sync_standby_required() {
 // ---------------------------------------------------------------------------
 // The token counter. It lives in the page of the sequence fencing.token_seq
 // (so the sequence's SQL view of it stays true), but is advanced here with a
-// log-ahead of kLogAhead values instead of the sequence's 32: one WAL record,
-// hence one flush, per kLogAhead tokens. The technique is the sequence's own:
-// under the buffer lock, WAL-log the page as it must be after a crash
-// (last_value = the highest value covered, log_cnt = 0), then set the page to
-// the value actually handed out, counting log_cnt down, without WAL. Redo
-// restores the covered value, so no token is issued twice. As for sequences,
-// the first change after a checkpoint is always logged (torn-page safety).
+// log-ahead of fencing.log_ahead values (default 2^20) instead of the
+// sequence's 32. The technique is the sequence's own: under the buffer lock,
+// WAL-log the page as it must be after a crash (last_value = the highest
+// value covered, log_cnt = 0), then set the page to the value actually handed
+// out, counting log_cnt down, without WAL. Redo restores the covered value,
+// so no token is issued twice. On the page, last_value + log_cnt is thus what
+// the newest record covers.
+//
+// A token may leave the backend once a record that covers it is flushed. The
+// next record is written early, when half of the current one's values are
+// handed out, and the WAL writer is asked to flush it; the tokens of the
+// second half are still covered by the current record, flushed long ago. By
+// the time they run out, the next record is normally flushed too: no
+// acquisition waits for a flush. (Waiting for a flush at the end of every
+// window stalled acquisitions: profiling found those waits, not CPU, to be
+// most of the difference to bare advisory locks. A window of 2^20 tokens
+// gives the WAL writer, which flushes at least every wal_writer_delay,
+// seconds even at 100,000 acquisitions a second.)
+//
+// Only records written after the current checkpoint's redo point count:
+// recovery replays nothing older. So the first change after a checkpoint is
+// always logged, as for sequences (torn-page safety too), and the token it
+// hands out waits for that record's flush: one wait per checkpoint.
 // ---------------------------------------------------------------------------
-constexpr std::int64_t kLogAhead = 4096;
-
 Form_pg_sequence_data sequence_tuple(Page page) {
     ItemId lp = PageGetItemId(page, FirstOffsetNumber);
     if (PageGetMaxOffsetNumber(page) < FirstOffsetNumber || !ItemIdIsNormal(lp))
@@ -319,9 +328,36 @@ Form_pg_sequence_data sequence_tuple(Page page) {
     return reinterpret_cast<Form_pg_sequence_data>(reinterpret_cast<char*>(htup) + htup->t_hoff);
 }
 
+// WAL-logs the counter page as it must be after a crash: covering `covered`.
+// Then puts the page at `token` (handed out), counting down to `covered`.
+Record log_counter(Relation rel, Buffer buf, std::int64_t token, std::int64_t covered) {
+    // A full page image: redo always restores it, whatever the LSN of the
+    // page on disk. (A delta record would be skipped for a page that was
+    // written out after this record, counted down without WAL, with
+    // full_page_writes off: redo would keep the counted-down value and
+    // reissue the tokens handed out after that write.)
+    GenericXLogState* state = GenericXLogStart(rel);
+    Page copy = GenericXLogRegisterBuffer(state, buf, GENERIC_XLOG_FULL_IMAGE);
+    Form_pg_sequence_data logged = sequence_tuple(copy);
+    logged->last_value = covered;
+    logged->log_cnt = 0;
+    logged->is_called = true;
+    // Applies the copy to the buffer, marks it dirty, WAL-logs it and sets
+    // the page LSN, all in a critical section.
+    XLogRecPtr lsn = GenericXLogFinish(state);
+    Form_pg_sequence_data seq_data = sequence_tuple(BufferGetPage(buf));
+    START_CRIT_SECTION();
+    seq_data->last_value = token;
+    seq_data->log_cnt = covered - token;
+    seq_data->is_called = true;
+    MarkBufferDirty(buf);
+    END_CRIT_SECTION();
+    return Record{lsn, covered};
+}
+
 struct Issued {
     std::int64_t token;
-    Covering covering;
+    Record covering;  // a record covering the token, to be flushed before it leaves
 };
 
 // The next token, greater than `floor` too.
@@ -343,63 +379,51 @@ Issued next_counter_value(Oid seq, std::int64_t floor) {
     Page page = BufferGetPage(buf);
     Form_pg_sequence_data seq_data = sequence_tuple(page);
 
-    const std::int64_t last = seq_data->last_value;
-    const bool called = seq_data->is_called;
-    std::int64_t remaining = called ? seq_data->log_cnt : 0;
-    if (called && last == PG_INT64_MAX) {
+    const core::CounterPage state{seq_data->last_value, seq_data->log_cnt, seq_data->is_called, PageGetLSN(page)};
+    seen.observe(Record{state.lsn, state.is_called ? state.last_value + state.log_cnt : state.last_value});
+    const core::CounterPlan plan = core::plan_next_token(state, floor, GetRedoRecPtr(), seen.before(), log_ahead());
+    if (plan.status == core::CounterStatus::exhausted) {
         UnlockReleaseBuffer(buf);
         relation_close(rel, NoLock);
         ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
                         errmsg("fencing token counter reached its maximum value")));
     }
-    std::int64_t token = called ? last + 1 : last;
-    if (token <= floor) {
-        if (floor == PG_INT64_MAX) {
-            UnlockReleaseBuffer(buf);
-            relation_close(rel, NoLock);
-            ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
-                            errmsg("fencing token counter reached its maximum value")));
+    Issued out{plan.token, plan.covering};
+    switch (plan.action) {
+        case core::CounterAction::log_now:
+            out.covering = log_counter(rel, buf, plan.token, plan.covered);
+            seen.observe(out.covering);
+            break;
+        case core::CounterAction::log_ahead: {
+            // Have the WAL writer flush the next record while the current
+            // one's values last.
+            Record next = log_counter(rel, buf, plan.token, plan.covered);
+            seen.observe(next);
+            XLogSetAsyncXactLSN(next.lsn);
+            break;
         }
-        token = floor + 1;
-        remaining = 0;  // beyond what the last record covers: log
-    }
-    const bool must_log = remaining <= 0 || PageGetLSN(page) <= GetRedoRecPtr();
-    Issued out{token, {PageGetLSN(page), token + (remaining > 0 ? remaining - 1 : 0)}};
-    if (must_log) {
-        std::int64_t covered = token > PG_INT64_MAX - kLogAhead ? PG_INT64_MAX : token + kLogAhead;
-        // A full page image: redo always restores it, whatever the LSN of
-        // the page on disk. (A delta record would be skipped for a page that
-        // was written out after this record, counted down without WAL, with
-        // full_page_writes off: redo would keep the counted-down value and
-        // reissue the tokens handed out after that write.)
-        GenericXLogState* state = GenericXLogStart(rel);
-        Page copy = GenericXLogRegisterBuffer(state, buf, GENERIC_XLOG_FULL_IMAGE);
-        Form_pg_sequence_data logged = sequence_tuple(copy);
-        logged->last_value = covered;
-        logged->log_cnt = 0;
-        logged->is_called = true;
-        // Applies the copy to the buffer, marks it dirty, WAL-logs it and
-        // sets the page LSN, all in a critical section.
-        XLogRecPtr lsn = GenericXLogFinish(state);
-        seq_data = sequence_tuple(page);
-        START_CRIT_SECTION();
-        seq_data->last_value = token;
-        seq_data->log_cnt = covered - token;
-        seq_data->is_called = true;
-        MarkBufferDirty(buf);
-        END_CRIT_SECTION();
-        out.covering = Covering{lsn, covered};
-    } else {
-        START_CRIT_SECTION();
-        seq_data->last_value = token;
-        seq_data->log_cnt = remaining - 1;
-        seq_data->is_called = true;
-        MarkBufferDirty(buf);
-        END_CRIT_SECTION();
+        case core::CounterAction::count_down:
+            START_CRIT_SECTION();
+            seq_data->last_value = plan.token;
+            seq_data->log_cnt = state.log_cnt - 1;
+            seq_data->is_called = true;
+            MarkBufferDirty(buf);
+            END_CRIT_SECTION();
+            break;
     }
     UnlockReleaseBuffer(buf);
     relation_close(rel, NoLock);  // RowExclusiveLock is kept to the end of the transaction, as nextval's
     return out;
+}
+
+// Flushes (and has synchronous standbys confirm) the record covering a token.
+// With synchronous standbys configured, always check (cheap when the standby
+// has already confirmed): they may have been configured, or replaced by a
+// lagging one, after this backend last looked.
+void make_covering_durable(const Record& covering) {
+    if (covering.lsn <= known_flushed && !sync_standbys_defined()) return;
+    make_durable(covering.lsn);
+    if (covering.lsn > known_flushed) known_flushed = covering.lsn;
 }
 
 }  // namespace
@@ -409,12 +433,13 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
     Oid state_oid = o.state, index_oid = o.index, seq_oid = o.seq;
     check_sync_standby_required();
 
-    // The records written here need no flush at commit: the counter's is
-    // flushed below before the token leaves, and the row's may wait for the
-    // next flush (see fence_state.hpp). Left in XactLastRecEnd, they would
-    // make every commit of a transaction without an xid wake the WAL writer
-    // (profiling: ~20% of an acquire/release cycle's CPU). A later commit
-    // record of this transaction still flushes them, being written after.
+    // The records written here need no flush at commit: the token's covering
+    // record is flushed below before the token leaves, and the row's may wait
+    // for the next flush (see fence_state.hpp). Left in XactLastRecEnd, they
+    // would make every commit of a transaction without an xid wake the WAL
+    // writer (profiling: ~20% of an acquire/release cycle's CPU). A later
+    // commit record of this transaction still flushes them, being written
+    // after.
     const XLogRecPtr saved_last_rec_end = XactLastRecEnd;
     Issued issued = next_counter_value(seq_oid, 0);
 
@@ -434,18 +459,10 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
         issued = next_counter_value(seq_oid, stored);
     }
     table_close(rel, RowExclusiveLock);
-    const std::int64_t token = issued.token;
     if (!TransactionIdIsValid(GetTopTransactionIdIfAny())) XactLastRecEnd = saved_last_rec_end;
-    const Covering covering = issued.covering;
 
-    // With synchronous standbys configured, always check (cheap when the
-    // standby has already confirmed): they may have been configured, or
-    // replaced by a lagging one, after this backend cached a flush position.
-    if (token > known_durable_upto || sync_standbys_defined()) {
-        make_durable(covering.lsn);
-        if (covering.upto >= token) known_durable_upto = covering.upto;
-    }
-    return token;
+    make_covering_durable(issued.covering);
+    return issued.token;
 }
 
 StateRow read_state(std::uint64_t key, const char* resource, int len) {
@@ -460,8 +477,7 @@ StateRow read_state(std::uint64_t key, const char* resource, int len) {
 std::int64_t advance_counter_past(std::int64_t floor) {
     const Oids& o = oids();
     Issued issued = next_counter_value(o.seq, floor);
-    make_durable(issued.covering.lsn);
-    if (issued.covering.upto > known_durable_upto) known_durable_upto = issued.covering.upto;
+    make_covering_durable(issued.covering);
     return issued.token;
 }
 

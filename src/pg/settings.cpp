@@ -9,6 +9,7 @@ char* token_setting_text = nullptr;
 bool token_setting_present = false;
 std::int64_t token_setting_value = 0;
 bool require_sync_standby_value = false;
+int log_ahead_value = 1 << 20;
 
 bool check_token_setting(char** newval, void** extra, GucSource source) {
     if (*newval == nullptr || (*newval)[0] == '\0') return true;  // unset
@@ -40,6 +41,8 @@ std::optional<std::int64_t> token_setting() noexcept {
 
 bool require_sync_standby() noexcept { return require_sync_standby_value; }
 
+std::int64_t log_ahead() noexcept { return log_ahead_value; }
+
 void define_settings() {
     DefineCustomStringVariable(
         "fencing.token", "Fence token of the current transaction's writes.",
@@ -51,6 +54,11 @@ void define_settings() {
         "When on, fencing.acquire and its variants raise an error unless synchronous_standby_names "
         "is set and a synchronous standby is connected, so that no token can be lost by a failover.",
         &require_sync_standby_value, false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+    DefineCustomIntVariable(
+        "fencing.log_ahead", "Number of fence tokens one WAL record of the token counter covers.",
+        "The counter WAL-logs this many values ahead and writes its next record when half are used. "
+        "After a crash, tokens resume above the covered value, so they jump by up to this much.",
+        &log_ahead_value, 1 << 20, 16, 1 << 30, PGC_SUSET, 0, nullptr, nullptr, nullptr);
 #if PG_VERSION_NUM >= 150000
     MarkGUCPrefixReserved("fencing");
 #else

@@ -15,6 +15,9 @@ std::optional<std::int64_t> token_setting() noexcept;
 // standby is configured and connected.
 bool require_sync_standby() noexcept;
 
+// fencing.log_ahead: how many tokens one WAL record of the counter covers.
+std::int64_t log_ahead() noexcept;
+
 void define_settings();
 
 }  // namespace fencing::pg

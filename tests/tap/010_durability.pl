@@ -200,6 +200,49 @@ for my $crash ('immediate shutdown', 'kill -9 of the postmaster')
 		"aborted: every token after the crash is greater than every token before ($min_after > $before)");
 }
 
+# ---- (b2) a crash at every point of the counter's log-ahead window --------------
+#
+# With fencing.log_ahead = 16 the counter writes its next WAL record when 8 of a
+# record's 16 values are used, and hands out the rest under the older record.
+# The WAL writer is stopped (SIGSTOP), so WAL that fencing does not flush
+# itself stays in shared memory, not even in the kernel's page cache; two
+# sessions take turns in a random order, n tokens in all; then the stopped WAL
+# writer is killed with SIGKILL, and the postmaster reinitialises everything
+# (a crash). Whatever the point in the window, every token after is greater.
+
+$node->append_conf('postgresql.conf', 'fencing.log_ahead = 16');
+$node->reload;
+is(sql(q{LOAD 'fencing'; SHOW fencing.log_ahead}), '16', 'window: fencing.log_ahead = 16');
+for my $n (1, 2, 8, 9, 10, 16, 17, 18, 25, 33, 40)
+{
+	my $ww = sql(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'});
+	ok($ww =~ /^\d+$/ && kill('STOP', $ww), "window, $n tokens: WAL writer $ww stopped");
+	my @s = (session(), session());
+	my $max = 0;
+	$s[$_]->query_safe('BEGIN') for 0, 1;
+	for my $i (1 .. $n)
+	{
+		my $t = $s[ int(rand(2)) ]->query_safe("SELECT fencing.acquire_xact('dur:w:$n:$i')");
+		$max = $t if $t > $max;
+	}
+	kill('KILL', $ww);
+	abandon($_) for @s;
+	# The postmaster notices, ends every backend and restarts.
+	my $back = 0;
+	for (1 .. 600)
+	{
+		my ($rc, $out) = $node->psql('postgres', q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'});
+		if ($rc == 0 && $out =~ /^\d+$/ && $out ne $ww) { $back = 1; last; }
+		sleep 0.1;
+	}
+	ok($back, "window, $n tokens: the server restarted after the crash");
+	wait_ready();
+	my $after = sql(qq{SELECT fencing.acquire_xact('dur:w:$n:1')});
+	cmp_ok($after, '>', $max, "window, $n tokens then a crash: the next token is greater ($after > $max)");
+}
+$node->adjust_conf('postgresql.conf', 'fencing.log_ahead', '1048576');
+$node->reload;
+
 # ---- (c) 100,000 distinct resources -----------------------------------------------
 
 {

@@ -22,6 +22,11 @@
 # A deterministic case first: the counter's page written out between two of
 # its WAL records (buffer eviction) and then a crash, with full_page_writes on
 # and off.
+#
+# Most cycles (and the deterministic case once) run with fencing.log_ahead =
+# 16: the counter then writes its next WAL record every 8 tokens, ahead of
+# need, and hands out tokens covered by the record before it, so crashes land
+# at every point of that hand-over. The others keep the default (2^20).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -52,6 +57,7 @@ checkpoint_timeout = 30s
 max_wal_size = 32MB
 min_wal_size = 32MB
 full_page_writes = on
+fencing.log_ahead = 1048576
 ));
 $node->start;
 
@@ -127,6 +133,12 @@ sub set_fpw
 	$node->adjust_conf('postgresql.conf', 'full_page_writes', $on ? 'on' : 'off');
 }
 
+sub set_log_ahead
+{
+	my ($n) = @_;
+	$node->adjust_conf('postgresql.conf', 'fencing.log_ahead', $n);
+}
+
 sub bq { my ($s, $q) = @_; return quietly(sub { $s->query_safe($q) }); }
 
 # ---- 1. deterministic: the counter page evicted between two WAL records ------------
@@ -136,12 +148,15 @@ sub bq { my ($s, $q) = @_; return quietly(sub { $s->query_safe($q) }); }
 # buffer pool) after the record that covers those values, and the server
 # crashes before the next checkpoint, recovery must still come back above
 # every value handed out.
-for my $fpw (1, 0)
+for my $case ([ 1, 1048576 ], [ 0, 1048576 ], [ 0, 16 ])
 {
-	my $label = 'evicted counter page, full_page_writes=' . ($fpw ? 'on' : 'off');
+	my ($fpw, $ahead) = @$case;
+	my $label = 'evicted counter page, full_page_writes=' . ($fpw ? 'on' : 'off') . ", log_ahead=$ahead";
 	set_fpw($fpw);
+	set_log_ahead($ahead);
 	$node->restart;
-	is(sql('SHOW full_page_writes'), $fpw ? 'on' : 'off', "$label: set");
+	is(sql(q{LOAD 'fencing'; SELECT current_setting('full_page_writes') || ',' || current_setting('fencing.log_ahead')}),
+		($fpw ? 'on' : 'off') . ",$ahead", "$label: set");
 	my $s = quietly(sub { $node->background_psql($db, on_error_stop => 1) });
 	bq($s, 'SET enable_seqscan = off; SET enable_bitmapscan = off;');
 	bq($s, 'CHECKPOINT');
@@ -187,16 +202,22 @@ my $max_received_all = 0;
 my ($total_received, $total_committed, $total_aborted, $total_fn001, $total_unexpected) = (0, 0, 0, 0, 0);
 my @cycle_notes;
 my $fpw_off_cycles = 0;
+my $small_window_cycles = 0;
 
 for my $cycle (1 .. $cycles)
 {
 	my $how = $cycle % 2 ? 'immediate' : 'kill9';
 	my $fpw = ($cycle % 4 == 3 || $cycle % 4 == 0) ? 0 : 1;
+	my $ahead = $cycle % 3 == 2 ? 1048576 : 16;
 	$fpw_off_cycles++ unless $fpw;
+	$small_window_cycles++ if $ahead == 16;
 	set_fpw($fpw);
+	set_log_ahead($ahead);
 	$node->reload;
 	$node->poll_query_until($db, 'SHOW full_page_writes', $fpw ? 'on' : 'off');
-	my $label = "cycle $cycle ($how, full_page_writes=" . ($fpw ? 'on' : 'off') . ')';
+	for (1 .. 100) { last if sql(q{LOAD 'fencing'; SHOW fencing.log_ahead}) eq $ahead; sleep 0.1; }
+	my $label = "cycle $cycle ($how, full_page_writes=" . ($fpw ? 'on' : 'off') . ", log_ahead=$ahead)";
+	is(sql(q{LOAD 'fencing'; SHOW fencing.log_ahead}), $ahead, "$label: set");
 
 	# The storm: once every token client has received tokens, a random moment
 	# later, the crash.
@@ -306,7 +327,7 @@ for my $cycle (1 .. $cycles)
 }
 
 note $_ for @cycle_notes;
-note "total: $cycles crashes ($fpw_off_cycles with full_page_writes=off), $total_received tokens received, "
+note "total: $cycles crashes ($fpw_off_cycles with full_page_writes=off, $small_window_cycles with log_ahead=16), $total_received tokens received, "
   . "$total_committed writes committed, $total_aborted rolled back, $total_fn001 FN001, $total_unexpected unexpected errors";
 
 $node->stop;

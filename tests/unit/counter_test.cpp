@@ -1,0 +1,187 @@
+// The token counter's plan (core/counter.hpp).
+#include "core/counter.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+using namespace fencing::core;
+
+namespace {
+
+constexpr std::int64_t kAhead = 16;
+
+// A page whose newest record (at lsn) covers `upto` and which handed out `last`.
+CounterPage page_at(std::int64_t last, std::int64_t upto, std::uint64_t lsn) {
+    return CounterPage{last, upto - last, true, lsn};
+}
+
+}  // namespace
+
+TEST(CounterPlan, FreshSequenceLogsItsStartValue) {
+    CounterPage p{1000, 0, false, 50};
+    CounterPlan plan = plan_next_token(p, 0, 10, {}, kAhead);
+    EXPECT_EQ(plan.status, CounterStatus::ok);
+    EXPECT_EQ(plan.token, 1000);
+    EXPECT_EQ(plan.action, CounterAction::log_now);
+    EXPECT_EQ(plan.covered, 1000 + kAhead);
+}
+
+TEST(CounterPlan, CountsDownInTheFirstHalfUnderTheNewestRecord) {
+    CounterPlan plan = plan_next_token(page_at(100, 116, 500), 0, 10, {}, kAhead);
+    EXPECT_EQ(plan.token, 101);
+    EXPECT_EQ(plan.action, CounterAction::count_down);
+    EXPECT_EQ(plan.covering.lsn, 500u);
+    EXPECT_EQ(plan.covering.upto, 116);
+}
+
+TEST(CounterPlan, LogsTheNextRecordOnceHalfIsUsed) {
+    // 116 - 108 = 8 left, the token's included: 7 after it, under half of 16.
+    CounterPlan plan = plan_next_token(page_at(108, 116, 500), 0, 10, {}, kAhead);
+    EXPECT_EQ(plan.token, 109);
+    EXPECT_EQ(plan.action, CounterAction::log_ahead);
+    EXPECT_EQ(plan.covered, 109 + kAhead);
+    // The token itself waits for the record that already covers it.
+    EXPECT_EQ(plan.covering.lsn, 500u);
+    EXPECT_EQ(plan.covering.upto, 116);
+    CounterPlan earlier = plan_next_token(page_at(107, 116, 500), 0, 10, {}, kAhead);
+    EXPECT_EQ(earlier.action, CounterAction::count_down);
+}
+
+TEST(CounterPlan, TokensUnderAnOlderRecordNameIt) {
+    // Record A (lsn 500) covers 116; B (lsn 900), written early, covers 125.
+    CounterRecord a{500, 116};
+    CounterPlan plan = plan_next_token(page_at(110, 125, 900), 0, 10, a, kAhead);
+    EXPECT_EQ(plan.token, 111);
+    EXPECT_EQ(plan.action, CounterAction::count_down);
+    EXPECT_EQ(plan.covering.lsn, 500u);
+    // Past A's values, only B covers.
+    CounterPlan past = plan_next_token(page_at(116, 125, 900), 0, 10, a, kAhead);
+    EXPECT_EQ(past.token, 117);
+    EXPECT_EQ(past.covering.lsn, 900u);
+}
+
+TEST(CounterPlan, RecordsBeforeTheRedoPointDoNotCount) {
+    // A checkpoint's redo point after A: recovery would not replay A.
+    CounterRecord a{500, 116};
+    CounterPlan plan = plan_next_token(page_at(110, 125, 900), 0, 600, a, kAhead);
+    EXPECT_EQ(plan.covering.lsn, 900u);
+    // The page's own record before the redo point: the first change after a
+    // checkpoint logs, and the token waits for it.
+    CounterPlan first = plan_next_token(page_at(110, 125, 900), 0, 900, a, kAhead);
+    EXPECT_EQ(first.action, CounterAction::log_now);
+    EXPECT_EQ(first.token, 111);
+}
+
+TEST(CounterPlan, IgnoresARecordThatIsNotOlderOrDoesNotCover) {
+    CounterPlan newer = plan_next_token(page_at(110, 125, 900), 0, 10, CounterRecord{950, 200}, kAhead);
+    EXPECT_EQ(newer.covering.lsn, 900u);
+    CounterPlan short_one = plan_next_token(page_at(110, 125, 900), 0, 10, CounterRecord{500, 110}, kAhead);
+    EXPECT_EQ(short_one.covering.lsn, 900u);
+}
+
+TEST(CounterPlan, LogsWhenTheWindowIsUsedUp) {
+    CounterPlan plan = plan_next_token(page_at(116, 116, 500), 0, 10, {}, kAhead);
+    EXPECT_EQ(plan.token, 117);
+    EXPECT_EQ(plan.action, CounterAction::log_now);
+    EXPECT_EQ(plan.covered, 117 + kAhead);
+}
+
+TEST(CounterPlan, JumpsPastAFloorAndLogs) {
+    CounterPlan plan = plan_next_token(page_at(100, 116, 500), 5000, 10, {}, kAhead);
+    EXPECT_EQ(plan.token, 5001);
+    EXPECT_EQ(plan.action, CounterAction::log_now);
+    EXPECT_EQ(plan.covered, 5001 + kAhead);
+    // A floor under the counter changes nothing.
+    EXPECT_EQ(plan_next_token(page_at(100, 116, 500), 50, 10, {}, kAhead).token, 101);
+}
+
+TEST(CounterPlan, StopsAtTheMaximum) {
+    EXPECT_EQ(plan_next_token(page_at(INT64_MAX, INT64_MAX, 500), 0, 10, {}, kAhead).status,
+              CounterStatus::exhausted);
+    EXPECT_EQ(plan_next_token(page_at(100, 116, 500), INT64_MAX, 10, {}, kAhead).status, CounterStatus::exhausted);
+    // Near it: the record covers up to the maximum and no further record is
+    // logged ahead (it could cover nothing more).
+    CounterPlan near = plan_next_token(page_at(INT64_MAX - 5, INT64_MAX, 500), 0, 10, {}, kAhead);
+    EXPECT_EQ(near.token, INT64_MAX - 4);
+    EXPECT_EQ(near.action, CounterAction::count_down);
+    CounterPlan last = plan_next_token(page_at(INT64_MAX - 1, INT64_MAX, 500), 0, 10, {}, kAhead);
+    EXPECT_EQ(last.token, INT64_MAX);
+    CounterPlan over = plan_next_token(page_at(INT64_MAX - 3, INT64_MAX - 3, 500), 0, 10, {}, kAhead);
+    EXPECT_EQ(over.action, CounterAction::log_now);
+    EXPECT_EQ(over.covered, INT64_MAX);
+}
+
+// Carries plans out on a simulated page and WAL, with a flush position that
+// lags, and checks the property the glue relies on: every token handed out
+// is covered by a record that really covers it, is replayable, and after a
+// crash at any point (replaying the records up to any flushed position that
+// includes the token's covering record) the counter restarts above it.
+TEST(CounterPlan, SimulatedRunNeverReissuesAfterACrash) {
+    struct Rec { std::uint64_t lsn; std::int64_t upto; };
+    std::vector<Rec> wal;
+    CounterPage page{1, 0, false, 1};
+    wal.push_back({1, 1});
+    std::uint64_t next_lsn = 2;
+    SeenRecords seen;
+    std::vector<std::pair<std::int64_t, std::uint64_t>> issued;  // token, covering lsn
+    for (int i = 0; i < 2000; ++i) {
+        seen.observe({page.lsn, page.is_called ? page.last_value + page.log_cnt : page.last_value});
+        CounterPlan plan = plan_next_token(page, 0, 0, seen.before(), kAhead);
+        ASSERT_EQ(plan.status, CounterStatus::ok);
+        CounterRecord covering = plan.covering;
+        if (plan.action == CounterAction::count_down) {
+            page.last_value = plan.token;
+            page.log_cnt -= 1;
+        } else {
+            wal.push_back({next_lsn, plan.covered});
+            CounterRecord rec{next_lsn, plan.covered};
+            page = CounterPage{plan.token, plan.covered - plan.token, true, next_lsn++};
+            seen.observe(rec);
+            if (plan.action == CounterAction::log_now) covering = rec;
+        }
+        page.is_called = true;
+        // The covering record really covers the token.
+        bool found = false;
+        for (const Rec& r : wal)
+            if (r.lsn == covering.lsn) {
+                found = true;
+                EXPECT_GE(r.upto, plan.token);
+            }
+        ASSERT_TRUE(found);
+        if (!issued.empty()) ASSERT_GT(plan.token, issued.back().first);
+        issued.emplace_back(plan.token, covering.lsn);
+    }
+    // Crash with WAL flushed up to each record: every token whose covering
+    // record is flushed must be below what replay restores.
+    for (const Rec& flushed : wal) {
+        std::int64_t restored = 0;
+        for (const Rec& r : wal)
+            if (r.lsn <= flushed.lsn) restored = r.upto;
+        for (const auto& [token, lsn] : issued)
+            if (lsn <= flushed.lsn) ASSERT_LE(token, restored) << "token " << token << " reissued after a crash";
+    }
+    // Most tokens need no record newer than the one before the newest.
+    std::set<std::uint64_t> lsns;
+    for (const auto& t : issued) lsns.insert(t.second);
+    EXPECT_LE(lsns.size(), wal.size());
+}
+
+TEST(SeenRecords, KeepsTheNewestTwo) {
+    SeenRecords s;
+    s.observe({10, 100});
+    s.observe({10, 100});
+    EXPECT_EQ(s.newest().lsn, 10u);
+    EXPECT_EQ(s.before().lsn, 0u);
+    s.observe({20, 200});
+    EXPECT_EQ(s.before().lsn, 10u);
+    s.observe({30, 300});
+    EXPECT_EQ(s.before().lsn, 20u);
+    EXPECT_EQ(s.newest().upto, 300);
+    // An older LSN: another counter; nothing before it is known.
+    s.observe({5, 50});
+    EXPECT_EQ(s.newest().lsn, 5u);
+    EXPECT_EQ(s.before().lsn, 0u);
+    s.forget();
+    EXPECT_EQ(s.newest().lsn, 0u);
+}
