@@ -28,6 +28,10 @@
 #   (SQLSTATE 55000) while no synchronous standby is configured; with one
 #   configured, acquisition waits for the standby's flush, and a canceled wait
 #   hands out no token (an error instead, and no lock is left held).
+#
+# The counter runs with a 16-token window (fencing.log_ahead), so that its WAL
+# records, and the hand-over from one to the next, come often during the
+# storms; and so that the asynchronous case can outrun what the standby has.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -118,6 +122,7 @@ log_statement = none
 log_min_messages = warning
 max_connections = 30
 wal_writer_delay = 10ms
+fencing.log_ahead = 16
 ));
 $primary->start;
 setup_schema($primary);
