@@ -5,7 +5,7 @@ Called by tests/scripts/bench.sh at the end of `make bench` (and usable on its
 own to re-render a CSV). Every figure is a median over the interleaved rounds;
 every ratio between variants is paired: the median over rounds of the ratio
 within a round (the variants of a round ran back to back, under the same
-machine load). Prints each issue target with MET/MISSED.
+machine load). Prints each target with MET/MISSED.
 Environment (all optional): BENCH_PROFILE, BENCH_WALL_SECONDS, BENCH_BUDGET,
 BENCH_PG_VERSION, BENCH_PARTIAL (1 when the time budget cut the run short).
 """
@@ -96,11 +96,11 @@ def param_value(p):
 
 
 # ------------------------------------------------------------------ targets --
-targets = []  # (issue, text, measured, goal, ok or None)
+targets = []  # (suite, text, measured, goal, ok or None)
 
 
-def target(issue, text, measured, goal, ok):
-    targets.append((issue, text, measured, goal, ok))
+def target(suite, text, measured, goal, ok):
+    targets.append((suite, text, measured, goal, ok))
 
 
 a_fence = med("A", "fence_cycle", "", "ops_per_s")
@@ -113,41 +113,41 @@ def with_cpu(r, c, what="server CPU"):
 
 r = paired("A", "fence_cycle", "recipe_cycle", "", "ops_per_s")
 c = paired("A", "recipe_cycle", "fence_cycle", "", "server_cpu_us")
-target("#2 §5", "acquire+release cycles: fencing vs hand-rolled recipe", with_cpu(r, c), ">= 3x", None if r is None else r >= 3)
+target("A", "acquire+release cycles: fencing vs hand-rolled recipe", with_cpu(r, c), ">= 3x", None if r is None else r >= 3)
 r = paired("A", "fence_cycle", "bare_cycle", "", "ops_per_s")
 c = paired("A", "bare_cycle", "fence_cycle", "", "server_cpu_us")
-target("#2 §5", "acquire+release cycles: fencing vs bare advisory locks", with_cpu(r, c), ">= 0.7x", None if r is None else r >= 0.7)
+target("A", "acquire+release cycles: fencing vs bare advisory locks", with_cpu(r, c), ">= 0.7x", None if r is None else r >= 0.7)
 
 bulk_param = next(iter(params("B_bulk")), "")
 b_unp = med("B_bulk", "unprotected", bulk_param, "seconds")
 b_pro = med("B_bulk", "protected", bulk_param, "seconds")
 r = paired("B_bulk", "protected", "unprotected", bulk_param, "seconds")
 c = paired("B_bulk", "protected", "unprotected", bulk_param, "cpu_seconds")
-target("#3", f"bulk UPDATE ({param_value(bulk_param) or '?'} rows): time protected / unprotected", with_cpu(r, c, "backend CPU"), "<= 1.05x",
+target("B", f"bulk UPDATE ({param_value(bulk_param) or '?'} rows): time protected / unprotected", with_cpu(r, c, "backend CPU"), "<= 1.05x",
        None if r is None else r <= 1.05)
 for sync in ("on", "off"):
     p = f"sync={sync}"
     r = paired("B_single", "protected", "unprotected", p, "ops_per_s")
     c = paired("B_single", "unprotected", "protected", p, "backend_cpu_us")
-    target("#3", f"single-row UPDATEs, 2 clients, synchronous_commit={sync}: throughput protected / unprotected",
+    target("B", f"single-row UPDATEs, 2 clients, synchronous_commit={sync}: throughput protected / unprotected",
            with_cpu(r, c, "backend CPU"), ">= 0.97x", None if r is None else r >= 0.97)
 
 for sync, goal in (("off", 2.0), ("on", 1.2)):
     p = f"sync={sync}"
     r = paired("C", "e2e_fencing", "e2e_redis", p, "ops_per_s")
     c = paired("C", "e2e_redis", "e2e_fencing", p, "server_cpu_us")
-    target("#6 §1", f"end to end, synchronous_commit={sync}: (a) fencing vs (b) Redis throughput", with_cpu(r, c),
+    target("C", f"end to end, synchronous_commit={sync}: (a) fencing vs (b) Redis throughput", with_cpu(r, c),
            f">= {goal:g}x", None if r is None else r >= goal)
     pa, pb, pc = (med("C", v, p, "p99_us") for v in ("e2e_fencing", "e2e_redis", "e2e_advisory"))
     ok = None if None in (pa, pb, pc) else (pa < pb and pa < pc)
-    target("#6 §1", f"end to end, synchronous_commit={sync}: p99 of (a) below (b) and (c)",
+    target("C", f"end to end, synchronous_commit={sync}: p99 of (a) below (b) and (c)",
            f"{fmt(pa)} / {fmt(pb)} / {fmt(pc)} µs", "(a) lowest", ok)
 
 r = paired_params("D_growth", "acquire_lat", "resources=1000000", "resources=1000", "p50_us")
 c = paired_params("D_growth", "acquire_lat", "resources=1000000", "resources=1000", "server_cpu_us")
-target("#6 §2", "acquire p50 at 1,000,000 resources / at 1,000", with_cpu(r, c), "<= 1.2x", None if r is None else r <= 1.2)
+target("D", "acquire p50 at 1,000,000 resources / at 1,000", with_cpu(r, c), "<= 1.2x", None if r is None else r <= 1.2)
 d1m = med("D_disk", "fence_state", "resources=1000000", "bytes_per_resource")
-target("#6 §2", "fence state on disk per resource at 1,000,000 resources",
+target("D", "fence state on disk per resource at 1,000,000 resources",
        "n/a" if d1m is None else f"{d1m:.1f} B", "<= 100 B", None if d1m is None else d1m <= 100)
 
 # ------------------------------------------------------------------ machine --
@@ -312,14 +312,14 @@ w("Every comparison runs its variants interleaved (rounds, rotating order); figu
   "rounds; ratios are paired: the median over rounds of the ratio within a round. Raw data: `latest.csv`.\n")
 
 w("## Targets\n")
-w("| issue | target | measured | goal | result |\n|---|---|---|---|---|")
-for issue, text, measured, goal, ok in targets:
+w("| suite | target | measured | goal | result |\n|---|---|---|---|---|")
+for suite, text, measured, goal, ok in targets:
     res = "not measured" if ok is None else ("**MET**" if ok else "**MISSED**")
-    w(f"| {issue} | {text} | {measured} | {goal} | {res} |")
+    w(f"| {suite} | {text} | {measured} | {goal} | {res} |")
 w("")
 
 if a_fence or a_recipe or a_bare:
-    w("## A. Acquire-and-release cycles (issue 2 §5)\n")
+    w("## A. Acquire-and-release cycles\n")
     w("2 clients, random resources out of 10,000 (fence state created beforehand), autocommit statements.\n")
     w("| variant | cycles/s | p50 µs | p99 µs | server CPU µs/cycle | fencing / variant, throughput | fencing / variant, server CPU |\n"
       "|---|---:|---:|---:|---:|---:|---:|")
@@ -335,7 +335,7 @@ if a_fence or a_recipe or a_bare:
     w("")
 
 if params("C"):
-    w("## C. Lock, fenced write, release: end to end (issue 6 §1)\n")
+    w("## C. Lock, fenced write, release: end to end\n")
     w("2 clients, 10,000 resources. (a) `UPDATE items_a SET fence_token = fencing.acquire_xact($1), v = $2 WHERE id = $3` "
       "(one autocommit statement; the table is protected); (b) Redis `SET lock NX PX`, `INCR`, PostgreSQL "
       "`UPDATE ... WHERE id = $3 AND fence_token < $2`, Lua compare-and-delete; (c) `pg_advisory_lock(hashtext)`, "
@@ -352,7 +352,7 @@ if params("C"):
     w("")
 
 if bulk_param:
-    w(f"## B. Enforcement trigger (issue 3)\n")
+    w(f"## B. Enforcement trigger\n")
     w(f"Bulk: `UPDATE bulk SET fence_token = T, v = v + 1` over {param_value(bulk_param)} rows (int primary key, "
       "VACUUM before every run, same table for every variant: the variants switch its trigger). "
       "`no-op C trigger` is PostgreSQL's own `suppress_redundant_updates_trigger()`: the floor of any BEFORE ROW trigger.\n")
@@ -380,7 +380,7 @@ if params("B_single"):
     w("")
 
 if params("D_growth") or params("D_contention") or params("D_width"):
-    w("## D. How cost grows (issue 6 §2)\n")
+    w("## D. How cost grows\n")
 if params("D_growth"):
     w("Acquisition latency (`SELECT fencing.acquire_xact($1)`, autocommit, 1 client, random existing resources) against "
       "the number of resources in the fence state (one database per size, `r1` .. `rN`, the sizes measured interleaved), "
@@ -433,7 +433,7 @@ with open(os.path.join(RESULTS, "latest.md"), "w") as f:
     f.write("\n".join(md) + "\n")
 
 print("Targets:")
-for issue, text, measured, goal, ok in targets:
+for suite, text, measured, goal, ok in targets:
     res = "NOT MEASURED" if ok is None else ("MET" if ok else "MISSED")
-    print(f"  {res:12} {issue:6} {text}: {measured} (goal {goal})")
+    print(f"  {res:12} {suite:6} {text}: {measured} (goal {goal})")
 print(f"Report: {os.path.join(RESULTS, 'latest.md')}")
