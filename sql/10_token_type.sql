@@ -1,4 +1,4 @@
--- Issue 2, section 2: the type fencing.token.
+-- The type fencing.token.
 -- Text and binary I/O, bad input (22P02 / 22003), operators, btree and hash
 -- operator classes, min/max, and the casts from and to integers.
 SET client_min_messages = warning;

@@ -1,5 +1,5 @@
--- Issue 2, section 3 (and guarantees 1, 3, 4 as far as one session can show
--- them): acquire, try_acquire, the _xact forms, nesting, release,
+-- Acquisition (and the monotonic, exclusive and separate-key-space guarantees
+-- as far as one session can show them): acquire, try_acquire, the _xact forms, nesting, release,
 -- release_all, current, validate.
 -- Tokens come from one database-wide counter, so their values depend on what
 -- ran before: this file prints comparisons, never raw token values.

@@ -1,4 +1,4 @@
--- Issue 2, section 3: the view fencing.locks, one row per held or awaited
+-- The view fencing.locks, one row per held or awaited
 -- fencing lock (awaited ones are in the isolation specs, they need a second
 -- session). Prints comparisons, never raw token values.
 SET client_min_messages = warning;

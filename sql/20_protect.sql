@@ -1,4 +1,4 @@
--- Issue 3: fencing.protect / fencing.unprotect / the fencing.protected view.
+-- fencing.protect / fencing.unprotect / the fencing.protected view.
 -- Argument resolution, SQLSTATEs, ownership, re-protection, partitioned
 -- tables (existing partitions, ATTACHed and PARTITION OF later), other
 -- schemas and quoted names, dropped columns, and misuse of fencing.enforce()

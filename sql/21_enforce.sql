@@ -1,4 +1,4 @@
--- Issue 3, row semantics of the enforcement trigger: UPDATE, INSERT (and
+-- Row semantics of the enforcement trigger: UPDATE, INSERT (and
 -- COPY FROM), INSERT ... ON CONFLICT DO UPDATE, DELETE with fence_deletes,
 -- allow_equal, on_stale = 'skip' (with row counts), the fencing.token
 -- setting, and the FN001 error's message, detail (tokens, primary key) and

@@ -1,4 +1,4 @@
--- Issue 3, the edges of the enforcement trigger:
+-- The edges of the enforcement trigger:
 --  * cached column positions survive ALTER TABLE in the same session (add,
 --    drop, rename columns; the token column's type between bigint and
 --    fencing.token; prepared statements and PL/pgSQL plans);

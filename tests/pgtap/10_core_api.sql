@@ -1,4 +1,4 @@
--- Issue 2: the public SQL contract of fencing 1.0's core, as pgTAP sees it:
+-- The public SQL contract of fencing 1.0's core, as pgTAP sees it:
 -- every function with its exact argument types, names and return type, the
 -- type, its operators, operator classes, aggregates and casts, the view
 -- fencing.locks, and the SQLSTATEs of the documented errors.

@@ -1,4 +1,4 @@
--- Issue 3: the enforcement API as pgTAP sees it: fencing.protect,
+-- The enforcement API as pgTAP sees it: fencing.protect,
 -- fencing.unprotect and fencing.enforce with their exact signatures, the
 -- view fencing.protected, and the SQLSTATEs of the documented errors (FN001,
 -- 42703, 42804, 42501, 22023). Everything runs in one transaction that is

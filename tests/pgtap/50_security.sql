@@ -1,4 +1,4 @@
--- Issue 5, section 6: the privilege model.
+-- The privilege model.
 --
 -- A role without privileges on fencing's internal state cannot lower or reset
 -- a stored token (fence_state, token_seq), cannot move the counter for a table

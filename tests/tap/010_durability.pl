@@ -1,4 +1,4 @@
-# Issue 2, guarantees 1, 2, 3 and 5 where they need a server that crashes,
+# Durability, monotonicity, exclusion and release on session end, where they need a server that crashes,
 # restarts or is dumped:
 #
 #  (a) a token handed out under synchronous_commit = off, in a transaction
