@@ -149,7 +149,9 @@ TEST(CounterPlan, SimulatedRunNeverReissuesAfterACrash) {
                 EXPECT_GE(r.upto, plan.token);
             }
         ASSERT_TRUE(found);
-        if (!issued.empty()) ASSERT_GT(plan.token, issued.back().first);
+        if (!issued.empty()) {
+            ASSERT_GT(plan.token, issued.back().first);
+        }
         issued.emplace_back(plan.token, covering.lsn);
     }
     // Crash with WAL flushed up to each record: every token whose covering
@@ -158,8 +160,11 @@ TEST(CounterPlan, SimulatedRunNeverReissuesAfterACrash) {
         std::int64_t restored = 0;
         for (const Rec& r : wal)
             if (r.lsn <= flushed.lsn) restored = r.upto;
-        for (const auto& [token, lsn] : issued)
-            if (lsn <= flushed.lsn) ASSERT_LE(token, restored) << "token " << token << " reissued after a crash";
+        for (const auto& [token, lsn] : issued) {
+            if (lsn <= flushed.lsn) {
+                ASSERT_LE(token, restored) << "token " << token << " reissued after a crash";
+            }
+        }
     }
     // Most tokens need no record newer than the one before the newest.
     std::set<std::uint64_t> lsns;
