@@ -53,20 +53,20 @@ report_done=0
 
 # ---- profile ---------------------------------------------------------------
 if [ "$profile" = full ]; then
-  CYCLE_ROUNDS=8       # A: rounds of the interleaved comparison
+  CYCLE_ROUNDS=6       # A: rounds of the interleaved comparison
   CYCLE_SECS=1.2       # A: seconds per variant and round
   E2E_ROUNDS=7         # C: rounds (each: sync on and off, three variants)
   E2E_SECS=1.5
   BULK_ROUNDS=5        # B: rounds of the bulk UPDATE (protected and unprotected)
   BULK_FULL_ROUNDS=3   # B: of which with all five variants
   BULK_ROWS=1000000    # B: rows of the bulk UPDATE
-  SINGLE_ROUNDS=5      # B: rounds of single-row updates (sync on and off, 3 variants)
+  SINGLE_ROUNDS=7      # B: rounds of single-row updates (sync on and off, 3 variants)
   SINGLE_SECS=1.2
   GROWTH_LEVELS="100 1000 10000 100000 1000000"
   GROWTH_ROUNDS=3
   GROWTH_SECS=0.6
   CONT_CLIENTS="1 2 4 8 16 32"
-  CONT_SECS=1
+  CONT_SECS=0.8
   WIDTH_ROWS=100000
   SCALE_ROWS="1000 10000 100000"   # plus BULK_ROWS from B, plus 10^7 if time allows
   SCALE_ROUNDS=3
@@ -385,9 +385,10 @@ done
 # 10^7 rows only when it fits the budget: estimated from the 10^6 runs of B.
 if [ "$profile" = full ]; then
   per_run="$(awk -F, '$1=="B_bulk" && $4=="seconds" && ($2=="unprotected" || $2=="protected") {s+=$5; n++} END {if (n) printf "%d", s/n + 1; else print 999}' "$CSV")"
-  # One round (unprotected and protected), the warm-up UPDATE, and about as
-  # long again for the load and the VACUUMs; then the report.
-  need=$(( per_run * 10 * 3 + per_run * 10 * 3 / 2 + 30 ))
+  # One round (unprotected and protected), the warm-up UPDATE, the load and
+  # the VACUUMs: about 38 times a 10^6-row run (measured: 184 s when a 10^6
+  # run took 4.6 s); then the report.
+  need=$(( per_run * 38 + 15 ))
   if [ "$(time_left)" -gt "$need" ]; then
     log "D: trigger cost at 10,000,000 rows (about ${need}s)"
     scale_rows 10000000 1
