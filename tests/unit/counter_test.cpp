@@ -16,15 +16,18 @@ CounterPage page_at(std::int64_t last, std::int64_t upto, std::uint64_t lsn) {
     return CounterPage{last, upto - last, true, lsn};
 }
 
+// The plan hands out `token` and logs a record covering a window past it now.
+void expect_logs_now(const CounterPlan& plan, std::int64_t token) {
+    EXPECT_EQ(plan.status, CounterStatus::ok);
+    EXPECT_EQ(plan.token, token);
+    EXPECT_EQ(plan.action, CounterAction::log_now);
+    EXPECT_EQ(plan.covered, token + kAhead);
+}
+
 }  // namespace
 
 TEST(CounterPlan, FreshSequenceLogsItsStartValue) {
-    CounterPage p{1000, 0, false, 50};
-    CounterPlan plan = plan_next_token(p, 0, 10, {}, kAhead);
-    EXPECT_EQ(plan.status, CounterStatus::ok);
-    EXPECT_EQ(plan.token, 1000);
-    EXPECT_EQ(plan.action, CounterAction::log_now);
-    EXPECT_EQ(plan.covered, 1000 + kAhead);
+    expect_logs_now(plan_next_token(CounterPage{1000, 0, false, 50}, 0, 10, {}, kAhead), 1000);
 }
 
 TEST(CounterPlan, CountsDownInTheFirstHalfUnderTheNewestRecord) {
@@ -81,17 +84,11 @@ TEST(CounterPlan, IgnoresARecordThatIsNotOlderOrDoesNotCover) {
 }
 
 TEST(CounterPlan, LogsWhenTheWindowIsUsedUp) {
-    CounterPlan plan = plan_next_token(page_at(116, 116, 500), 0, 10, {}, kAhead);
-    EXPECT_EQ(plan.token, 117);
-    EXPECT_EQ(plan.action, CounterAction::log_now);
-    EXPECT_EQ(plan.covered, 117 + kAhead);
+    expect_logs_now(plan_next_token(page_at(116, 116, 500), 0, 10, {}, kAhead), 117);
 }
 
 TEST(CounterPlan, JumpsPastAFloorAndLogs) {
-    CounterPlan plan = plan_next_token(page_at(100, 116, 500), 5000, 10, {}, kAhead);
-    EXPECT_EQ(plan.token, 5001);
-    EXPECT_EQ(plan.action, CounterAction::log_now);
-    EXPECT_EQ(plan.covered, 5001 + kAhead);
+    expect_logs_now(plan_next_token(page_at(100, 116, 500), 5000, 10, {}, kAhead), 5001);
     // A floor under the counter changes nothing.
     EXPECT_EQ(plan_next_token(page_at(100, 116, 500), 50, 10, {}, kAhead).token, 101);
 }
