@@ -6,7 +6,7 @@ set -euo pipefail
 FENCING_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FENCING_USER="${FENCING_USER:-fencing_run}"
 PG_MAJOR="${PG_MAJOR:-15}"
-PGBIN="/usr/lib/postgresql/${PG_MAJOR}/bin"
+PGBIN="${PGBIN:-/usr/lib/postgresql/${PG_MAJOR}/bin}"
 
 # Debian packages every command needs (others are added per command).
 BASE_PACKAGES=(make g++ sudo
@@ -61,6 +61,28 @@ build_and_install() {
   else
     sudo -n make -C "$FENCING_ROOT" -s install PG_CONFIG="$PGBIN/pg_config" >/dev/null
   fi
+}
+
+# private_tree DEST: a private, relocated copy of the PostgreSQL installation
+# of PGBIN (binaries, share, headers; files hard-linked where the file system
+# allows) in DEST, with this tree's build of fencing installed into it. The
+# test suites run against it, so that parallel runs from several checkouts
+# never meet in the system's PostgreSQL directories. PostgreSQL finds its
+# share and library directories relative to its binaries. Prints the copy's
+# bin directory.
+private_tree() {
+  local dest="$1" bindir prefix rel sharedir incdir
+  bindir="$(cd "$PGBIN" && pwd -P)"
+  sharedir="$("$PGBIN/pg_config" --sharedir)"
+  incdir="$(dirname "$("$PGBIN/pg_config" --includedir-server)")"
+  prefix="$(dirname "$bindir")"   # e.g. /usr/lib/postgresql/15
+  mkdir -p "$dest"
+  for d in "$prefix" "$sharedir" "$incdir"; do
+    mkdir -p "$dest$(dirname "$d")"
+    cp -al "$d" "$dest$(dirname "$d")/" 2>/dev/null || cp -a "$d" "$dest$(dirname "$d")/"
+  done
+  make -C "$FENCING_ROOT" -s install PG_CONFIG="$dest$bindir/pg_config" >/dev/null
+  echo "$dest$bindir"
 }
 
 # free_port: a TCP port on 127.0.0.1 nobody listens on.

@@ -82,8 +82,9 @@ stage="packages"
 ensure_packages "${TEST_PACKAGES[@]}"
 stage="user"
 ensure_user
-stage="build_and_install"
-build_and_install
+stage="build"
+log "building fencing"
+make -C "$FENCING_ROOT" -s PG_CONFIG="$PGBIN/pg_config" >/dev/null
 stage="build_unit_tests"
 log "building the unit tests"
 # Always relink: make cannot tell that a test file was removed.
@@ -94,18 +95,23 @@ stage="workdir"
 work="$(make_workdir)"
 results="$work/results.txt"
 : > "$results"
+stage="install"
+log "installing fencing into a private copy of PostgreSQL in $work/pg"
+PGBIN="$(private_tree "$work/pg")"
+export PGBIN
 log "copying the tree into $work/repo"
 mkdir -p "$work/repo"
 tar -C "$FENCING_ROOT" -cf - \
     --exclude=./.git --exclude=./results --exclude=./tmp_check --exclude=./log \
     --exclude=./regression.diffs --exclude=./regression.out --exclude=./tests/isolation/output_iso . |
   tar -C "$work/repo" -xf -
-[ "$(id -u)" -eq 0 ] && chown -R "$FENCING_USER" "$work"
+# Not -R over $work: the private PostgreSQL tree shares its files with the system one.
+[ "$(id -u)" -eq 0 ] && chown -R "$FENCING_USER" "$work/repo" "$results"
 
 stage="suites"
 log "running the suites as ${FENCING_USER} (profile $profile)"
 rc=0
-as_user env FENCING_PROFILE="$profile" bash "$work/repo/tests/scripts/suites.sh" "$work" || rc=$?
+as_user env FENCING_PROFILE="$profile" PGBIN="$PGBIN" bash "$work/repo/tests/scripts/suites.sh" "$work" || rc=$?
 if [ "$rc" -ne 0 ]; then
   echo "FAIL runner/suites.sh (exit status $rc)" >> "$results"
 fi
