@@ -93,9 +93,9 @@ SELECT stmt, pg_temp.sqlstate_of(stmt) AS sqlstate
     'SELECT fencing.acquire_xact(''t11:args'', lease => ''0'')',
     'SELECT fencing.acquire_xact(''t11:args'', lease => ''-1 ms'')',
     'SELECT fencing.acquire_xact(''t11:args'', wait => ''0'')',
-    'SELECT fencing.acquire_xact(''t11:args'', wait => ''10 ms'')',
-    'SELECT fencing.acquire_xact(''t11:args'', wait => NULL)',
-    'SELECT fencing.acquire_xact(''t11:args'', wait => ''1 hour'', lease => ''1 hour'')'
+    'SELECT fencing.acquire_xact(''t11:args'', wait => ''10 ms'', reentrant => true)',
+    'SELECT fencing.acquire_xact(''t11:args'', wait => NULL, reentrant => true)',
+    'SELECT fencing.acquire_xact(''t11:args'', wait => ''1 hour'', lease => ''1 hour'', reentrant => true)'
   ]) WITH ORDINALITY AS s(stmt, n)
  ORDER BY n;
 -- Nothing stayed held after the failures.
@@ -109,9 +109,24 @@ SELECT fencing.current('t11:never') IS NULL AS never_acquired_is_null;
 SELECT fencing.acquire('t11:a') AS a1 \gset
 SELECT pg_typeof(fencing.current('t11:a')), fencing.current('t11:a') = :'a1' AS current_is_a1;
 SELECT * FROM pg_temp.my_fencing_locks();
-SELECT fencing.acquire('t11:a') = :'a1' AS nested_same,
-       fencing.try_acquire('t11:a') = :'a1' AS try_nested_same,
-       fencing.acquire('t11:a', wait => '0') = :'a1' AS nowait_nested_same;
+SELECT fencing.acquire('t11:a', reentrant => true) = :'a1' AS nested_same,
+       fencing.try_acquire('t11:a', reentrant => true) = :'a1' AS try_nested_same,
+       fencing.acquire('t11:a', wait => '0', reentrant => true) = :'a1' AS nowait_nested_same;
+-- Not reentrant by default: a plain re-acquire in either scope and form is
+-- refused (55006) and takes nothing, so that a pooled connection handed on
+-- with the lock still held never gives a second worker the same token.
+SELECT s.stmt, pg_temp.sqlstate_of(s.stmt) AS sqlstate
+  FROM unnest(ARRAY[
+    'SELECT fencing.acquire(''t11:a'')',
+    'SELECT fencing.acquire(''t11:a'', wait => ''0'')',
+    'SELECT fencing.acquire(''t11:a'', reentrant => false)',
+    'SELECT fencing.try_acquire(''t11:a'')',
+    'SELECT fencing.acquire_xact(''t11:a'')',
+    'SELECT fencing.try_acquire_xact(''t11:a'')',
+    'SELECT fencing.acquire(''t11:a'', reentrant => NULL)'
+  ]) WITH ORDINALITY AS s(stmt, n)
+ ORDER BY n;
+SELECT fencing.acquire('t11:a');
 -- Four holds, one lock each (as pg_advisory_lock shows nesting).
 SELECT * FROM pg_temp.my_advisory_locks();
 SELECT fencing.release('t11:a') AS r1, fencing.release('t11:a') AS r2, fencing.release('t11:a') AS r3;
@@ -130,9 +145,9 @@ SELECT :'a2'::fencing.token > :'a1'::fencing.token AS a2_newer, fencing.current(
 SELECT fencing.release('t11:a');
 
 -- acquire returns a token that reads back as bigint.
-SELECT fencing.acquire('t11:cast')::bigint > 0 AS as_bigint, pg_typeof(fencing.acquire('t11:cast')::bigint);
+SELECT fencing.acquire('t11:cast')::bigint > 0 AS as_bigint, pg_typeof(fencing.acquire('t11:cast', reentrant => true)::bigint);
 CREATE TABLE t11_bigint (n bigint);
-INSERT INTO t11_bigint VALUES (fencing.acquire('t11:cast'));
+INSERT INTO t11_bigint VALUES (fencing.acquire('t11:cast', reentrant => true));
 SELECT n = fencing.current('t11:cast')::bigint AS assigned FROM t11_bigint;
 SELECT fencing.release_all() AS released_resources;
 DROP TABLE t11_bigint;
@@ -160,7 +175,7 @@ SELECT fencing.acquire_xact('t11:x') AS x0 \gset
 SELECT * FROM pg_temp.my_fencing_locks();
 BEGIN;
 SELECT fencing.acquire_xact('t11:x') AS x1 \gset
-SELECT fencing.acquire_xact('t11:x') = :'x1' AS nested_same, :'x1'::fencing.token > :'x0'::fencing.token AS newer;
+SELECT fencing.acquire_xact('t11:x', reentrant => true) = :'x1' AS nested_same, :'x1'::fencing.token > :'x0'::fencing.token AS newer;
 SELECT * FROM pg_temp.my_fencing_locks();
 SELECT fencing.release('t11:x') AS release_of_xact_hold;
 SELECT * FROM pg_temp.my_fencing_locks();
@@ -214,7 +229,7 @@ SELECT fencing.validate('t11:s', :'s1') = :'s1' AS valid_after_rollback,
        fencing.current('t11:s') = :'s1' AS current_after_rollback;
 BEGIN;
 SAVEPOINT sp;
-SELECT fencing.acquire('t11:s') = :'s1' AS nested_in_subxact;
+SELECT fencing.acquire('t11:s', reentrant => true) = :'s1' AS nested_in_subxact;
 ROLLBACK TO SAVEPOINT sp;
 COMMIT;
 -- Two holds now.
@@ -226,14 +241,14 @@ SELECT * FROM pg_temp.my_advisory_locks();
 --------------------------------------------------------------------------------
 SELECT fencing.acquire('t11:both') AS both1 \gset
 BEGIN;
-SELECT fencing.acquire_xact('t11:both') = :'both1' AS xact_same_as_session;
+SELECT fencing.acquire_xact('t11:both', reentrant => true) = :'both1' AS xact_same_as_session;
 SELECT * FROM pg_temp.my_fencing_locks();
 COMMIT;
 SELECT * FROM pg_temp.my_fencing_locks();
 SELECT fencing.release('t11:both');
 BEGIN;
 SELECT fencing.acquire_xact('t11:both') AS both2 \gset
-SELECT fencing.acquire('t11:both') = :'both2' AS session_same_as_xact,
+SELECT fencing.acquire('t11:both', reentrant => true) = :'both2' AS session_same_as_xact,
        :'both2'::fencing.token > :'both1'::fencing.token AS newer;
 COMMIT;
 SELECT * FROM pg_temp.my_fencing_locks();
@@ -255,7 +270,7 @@ SELECT * FROM pg_temp.my_advisory_locks();
 ROLLBACK;
 SELECT fencing.acquire('t11:ro') AS ro1 \gset
 BEGIN READ ONLY;
-SELECT fencing.acquire('t11:ro') = :'ro1' AS nested_in_read_only,
+SELECT fencing.acquire('t11:ro', reentrant => true) = :'ro1' AS nested_in_read_only,
        fencing.current('t11:ro') = :'ro1' AS current_in_read_only,
        fencing.validate('t11:ro', :'ro1') = :'ro1' AS validate_in_read_only;
 ROLLBACK;
@@ -331,7 +346,7 @@ DROP TABLE t11_many;
 -- application's advisory locks with the very same keys stay, and so do
 -- transaction-scoped fencing locks.
 --------------------------------------------------------------------------------
-SELECT fencing.acquire('t11:ra1') IS NOT NULL, fencing.acquire('t11:ra1') IS NOT NULL,
+SELECT fencing.acquire('t11:ra1') IS NOT NULL, fencing.acquire('t11:ra1', reentrant => true) IS NOT NULL,
        fencing.acquire('t11:ra2') IS NOT NULL, fencing.acquire('t11:ra3') IS NOT NULL;
 -- The application takes advisory locks on the same numbers as fencing's lock
 -- on t11:ra1: pg_advisory_lock(bigint) on the 64-bit key, and
@@ -372,7 +387,7 @@ SELECT * FROM pg_temp.my_advisory_locks();
 COMMIT;
 
 --------------------------------------------------------------------------------
--- validate: the token while a lock granted with it is held; FN001 otherwise.
+-- validate: the token while a lock granted with it is held; 23T01 otherwise.
 --------------------------------------------------------------------------------
 SELECT fencing.acquire('t11:v') AS v1 \gset
 SELECT fencing.validate('t11:v', :'v1') = :'v1' AS valid_while_held,
@@ -428,7 +443,7 @@ SELECT count(*) AS rows_written FROM t11_out;
 DEALLOCATE t11_write;
 DROP TABLE t11_out;
 
--- The FN001 error names the resource and both tokens in its detail.
+-- The 23T01 error names the resource and both tokens in its detail.
 DO $$
 DECLARE
     v1 fencing.token;
@@ -478,7 +493,7 @@ SELECT fencing.acquire('t11:behind') AS b1 \gset
 SELECT pg_advisory_unlock_all();
 SELECT * FROM pg_temp.my_advisory_locks();
 SELECT fencing.acquire('t11:behind') AS b2 \gset
-SELECT fencing.acquire('t11:behind') AS b3 \gset
+SELECT fencing.acquire('t11:behind', reentrant => true) AS b3 \gset
 SELECT :'b2'::fencing.token > :'b1'::fencing.token AS fresh_grant, :'b3' = :'b2' AS nested_same_as_fresh;
 SELECT fencing.release('t11:behind') AS r1, fencing.release('t11:behind') AS r2;
 SELECT * FROM pg_temp.my_advisory_locks();
@@ -493,7 +508,7 @@ DISCARD ALL;
 -- DISCARD ALL dropped the temporary helper functions too.
 SELECT count(*) AS advisory_locks_left FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
 SELECT fencing.acquire('t11:discard') AS d2 \gset
-SELECT fencing.acquire('t11:discard') AS d3 \gset
+SELECT fencing.acquire('t11:discard', reentrant => true) AS d3 \gset
 SELECT :'d2'::fencing.token > :'d1'::fencing.token AS fresh_grant, :'d3' = :'d2' AS nested_same_as_fresh;
 SELECT fencing.release('t11:discard') AS r1, fencing.release('t11:discard') AS r2;
 SELECT count(*) AS advisory_locks_left FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();

@@ -25,7 +25,7 @@ SELECT resource, token = :'one' AS token_is_returned_one, pid = pg_backend_pid()
        lease IS NULL AS no_lease, expires_at IS NULL AS no_expiry
   FROM fencing.locks WHERE pid = pg_backend_pid();
 -- Nested: still one row.
-SELECT fencing.acquire('t12:one') = :'one' AS nested_same;
+SELECT fencing.acquire('t12:one', reentrant => true) = :'one' AS nested_same;
 SELECT count(*) AS rows_nested FROM fencing.locks WHERE pid = pg_backend_pid();
 SELECT fencing.release('t12:one');
 SELECT resource, scope FROM fencing.locks WHERE pid = pg_backend_pid();
@@ -38,7 +38,7 @@ SELECT count(*) AS rows_after_release FROM fencing.locks WHERE pid = pg_backend_
 BEGIN;
 SELECT fencing.acquire_xact('t12:x') AS x \gset
 SELECT resource, token = :'x' AS token_ok, scope, granted FROM fencing.locks WHERE pid = pg_backend_pid();
-SELECT fencing.acquire('t12:x') = :'x' AS session_same;
+SELECT fencing.acquire('t12:x', reentrant => true) = :'x' AS session_same;
 SELECT resource, token = :'x' AS token_ok, scope, granted FROM fencing.locks WHERE pid = pg_backend_pid() ORDER BY scope;
 COMMIT;
 SELECT resource, token = :'x' AS token_ok, scope, granted FROM fencing.locks WHERE pid = pg_backend_pid();

@@ -1,7 +1,7 @@
 -- Row semantics of the enforcement trigger: UPDATE, INSERT (and
 -- COPY FROM), INSERT ... ON CONFLICT DO UPDATE, DELETE with fence_deletes,
 -- allow_equal, on_stale = 'skip' (with row counts), the fencing.token
--- setting, and the FN001 error's message, detail (tokens, primary key) and
+-- setting, and the 23T01 error's message, detail (tokens, primary key) and
 -- hint. Tokens are literals: none comes from fencing.acquire. Tables are
 -- protected while empty (protect moves the token counter past the tokens a
 -- table holds).
@@ -101,6 +101,42 @@ BEGIN;
 SET LOCAL fencing.token = '50';
 WITH u AS (UPDATE e SET v = v || '@50' RETURNING *) SELECT * FROM u ORDER BY id;
 COMMIT;
+-- fencing.use(token): SET LOCAL fencing.token with a bind parameter; it
+-- returns the token and ends with the transaction.
+BEGIN;
+SELECT fencing.use(51) AS used, pg_typeof(fencing.use(51)) AS type;
+SHOW fencing.token;
+UPDATE e SET v = 'use51' WHERE id = 1 RETURNING *;
+COMMIT;
+SHOW fencing.token;
+PREPARE use_token(bigint) AS SELECT fencing.use($1);
+BEGIN;
+EXECUTE use_token(53);
+UPDATE e SET v = 'use53' WHERE id = 1 RETURNING *;
+-- Judged like the setting: an older token is stale.
+EXECUTE use_token(52);
+UPDATE e SET v = 'use52' WHERE id = 1;
+\echo :SQLSTATE
+ROLLBACK;
+DEALLOCATE use_token;
+-- Never silently ineffective: outside a transaction block it is an error.
+SELECT fencing.use(54);
+\echo :SQLSTATE
+SHOW fencing.token;
+-- A multi-statement query string is one transaction: it works there.
+SELECT fencing.use(55) \; UPDATE e SET v = 'use55' WHERE id = 1 RETURNING *;
+-- Bad tokens: <= 0 (23514, as for the domain), NULL (22004).
+BEGIN;
+SELECT fencing.use(0);
+\echo :SQLSTATE
+ROLLBACK;
+BEGIN;
+SELECT fencing.use(-1);
+ROLLBACK;
+BEGIN;
+SELECT fencing.use(NULL);
+\echo :SQLSTATE
+ROLLBACK;
 -- A session-wide SET works as well; an empty value unsets it.
 SET fencing.token = '60';
 UPDATE e SET v = 'a60' WHERE id = 1 RETURNING *;
@@ -188,7 +224,7 @@ INSERT INTO up VALUES (1, 10, 'a') ON CONFLICT (id) DO UPDATE SET fence_token = 
 -- newer: updated
 INSERT INTO up VALUES (1, 20, 'b') ON CONFLICT (id) DO UPDATE SET fence_token = excluded.fence_token, v = excluded.v
 RETURNING *;
--- equal or older: FN001 against the existing row
+-- equal or older: 23T01 against the existing row
 INSERT INTO up VALUES (1, 20, 'c') ON CONFLICT (id) DO UPDATE SET fence_token = excluded.fence_token, v = excluded.v;
 \echo :SQLSTATE
 INSERT INTO up VALUES (1, 15, 'c') ON CONFLICT (id) DO UPDATE SET fence_token = excluded.fence_token, v = excluded.v;
@@ -304,7 +340,7 @@ COMMIT;
 SELECT * FROM sk ORDER BY id;
 
 ---------------------------------------------------------------------------
--- The error: SQLSTATE FN001 (never class 40), errmsg naming the table,
+-- The error: SQLSTATE 23T01 (never class 40), errmsg naming the table,
 -- errdetail with both tokens and the primary key, errhint about the lock.
 ---------------------------------------------------------------------------
 CREATE FUNCTION pg_temp.stale_error(stmt text) RETURNS TABLE (field text, value text)

@@ -99,8 +99,8 @@ BEGIN
     BEGIN
         UPDATE al SET fence_token = 28 WHERE id = 1;
         RAISE EXCEPTION 'not reached';
-    EXCEPTION WHEN SQLSTATE 'FN001' THEN
-        RAISE NOTICE 'FN001 after the type change: %', SQLERRM;
+    EXCEPTION WHEN SQLSTATE '23T01' THEN
+        RAISE NOTICE '23T01 after the type change: %', SQLERRM;
     END;
     ALTER TABLE al ALTER COLUMN fence_token TYPE fencing.token;
 END

@@ -2,98 +2,18 @@
 \echo Use "CREATE EXTENSION fencing" to load this file. \quit
 
 -------------------------------------------------------------------------------
--- The token type: a 64-bit integer in 1 .. 9223372036854775807, stored and sent
--- exactly like bigint (int8 wire format), with its own checked input.
+-- The token type: a domain over bigint, so that every driver reads and writes
+-- it as its native 64-bit integer (a domain's values travel with bigint's type
+-- OID and wire format) and every bigint operator, cast, index and aggregate
+-- applies. Bad values: not a number 22P02, outside bigint 22003, zero or
+-- negative 23514 (constraint token_positive).
 -------------------------------------------------------------------------------
 -- Every role may use the extension's functions, type and views; its state
 -- tables stay private (see the REVOKEs below).
 GRANT USAGE ON SCHEMA fencing TO PUBLIC;
 
-CREATE TYPE fencing.token;
-
-CREATE FUNCTION fencing.token_in(cstring) RETURNS fencing.token
-    AS 'MODULE_PATHNAME', 'fencing_token_in' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION fencing.token_out(fencing.token) RETURNS cstring
-    AS 'MODULE_PATHNAME', 'fencing_token_out' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION fencing.token_recv(internal) RETURNS fencing.token
-    AS 'MODULE_PATHNAME', 'fencing_token_recv' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION fencing.token_send(fencing.token) RETURNS bytea
-    AS 'int8send' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
-
-CREATE TYPE fencing.token (
-    INPUT = fencing.token_in,
-    OUTPUT = fencing.token_out,
-    RECEIVE = fencing.token_recv,
-    SEND = fencing.token_send,
-    INTERNALLENGTH = 8,
-    PASSEDBYVALUE,
-    ALIGNMENT = double,
-    STORAGE = plain,
-    CATEGORY = 'N'
-);
-COMMENT ON TYPE fencing.token IS 'fencing token: a strictly increasing 64-bit lock-grant number (1 .. 9223372036854775807)';
-
--- Comparison: the representation is int8's, so int8's own functions apply.
-CREATE FUNCTION fencing.token_eq(fencing.token, fencing.token) RETURNS boolean AS 'int8eq' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION fencing.token_ne(fencing.token, fencing.token) RETURNS boolean AS 'int8ne' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION fencing.token_lt(fencing.token, fencing.token) RETURNS boolean AS 'int8lt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION fencing.token_le(fencing.token, fencing.token) RETURNS boolean AS 'int8le' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION fencing.token_gt(fencing.token, fencing.token) RETURNS boolean AS 'int8gt' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION fencing.token_ge(fencing.token, fencing.token) RETURNS boolean AS 'int8ge' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION fencing.token_cmp(fencing.token, fencing.token) RETURNS integer AS 'btint8cmp' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION fencing.token_sortsupport(internal) RETURNS void AS 'btint8sortsupport' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION fencing.token_hash(fencing.token) RETURNS integer AS 'hashint8' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION fencing.token_hash_extended(fencing.token, bigint) RETURNS bigint AS 'hashint8extended' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
-CREATE FUNCTION fencing.token_smaller(fencing.token, fencing.token) RETURNS fencing.token AS 'int8smaller' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION fencing.token_larger(fencing.token, fencing.token) RETURNS fencing.token AS 'int8larger' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
-
--- The operators and aggregates live in pg_catalog, like every built-in
--- type's: `fence_token < $2`, ORDER BY, min() and max() then work whatever the
--- search_path, and no object in another schema can shadow them (pg_catalog is
--- searched first). They apply to fencing.token only, so they clash with nothing.
-CREATE OPERATOR pg_catalog.= (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_eq,
-    COMMUTATOR = OPERATOR(pg_catalog.=), NEGATOR = OPERATOR(pg_catalog.<>), RESTRICT = eqsel, JOIN = eqjoinsel, HASHES, MERGES);
-CREATE OPERATOR pg_catalog.<> (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_ne,
-    COMMUTATOR = OPERATOR(pg_catalog.<>), NEGATOR = OPERATOR(pg_catalog.=), RESTRICT = neqsel, JOIN = neqjoinsel);
-CREATE OPERATOR pg_catalog.< (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_lt,
-    COMMUTATOR = OPERATOR(pg_catalog.>), NEGATOR = OPERATOR(pg_catalog.>=), RESTRICT = scalarltsel, JOIN = scalarltjoinsel);
-CREATE OPERATOR pg_catalog.<= (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_le,
-    COMMUTATOR = OPERATOR(pg_catalog.>=), NEGATOR = OPERATOR(pg_catalog.>), RESTRICT = scalarlesel, JOIN = scalarlejoinsel);
-CREATE OPERATOR pg_catalog.> (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_gt,
-    COMMUTATOR = OPERATOR(pg_catalog.<), NEGATOR = OPERATOR(pg_catalog.<=), RESTRICT = scalargtsel, JOIN = scalargtjoinsel);
-CREATE OPERATOR pg_catalog.>= (LEFTARG = fencing.token, RIGHTARG = fencing.token, FUNCTION = fencing.token_ge,
-    COMMUTATOR = OPERATOR(pg_catalog.<=), NEGATOR = OPERATOR(pg_catalog.<), RESTRICT = scalargesel, JOIN = scalargejoinsel);
-
-CREATE OPERATOR CLASS fencing.token_ops DEFAULT FOR TYPE fencing.token USING btree AS
-    OPERATOR 1 pg_catalog.<,
-    OPERATOR 2 pg_catalog.<=,
-    OPERATOR 3 pg_catalog.=,
-    OPERATOR 4 pg_catalog.>=,
-    OPERATOR 5 pg_catalog.>,
-    FUNCTION 1 fencing.token_cmp(fencing.token, fencing.token),
-    FUNCTION 2 fencing.token_sortsupport(internal);
-
-CREATE OPERATOR CLASS fencing.token_hash_ops DEFAULT FOR TYPE fencing.token USING hash AS
-    OPERATOR 1 pg_catalog.=,
-    FUNCTION 1 fencing.token_hash(fencing.token),
-    FUNCTION 2 fencing.token_hash_extended(fencing.token, bigint);
-
-CREATE AGGREGATE pg_catalog.min(fencing.token) (
-    SFUNC = fencing.token_smaller, STYPE = fencing.token, SORTOP = OPERATOR(pg_catalog.<),
-    COMBINEFUNC = fencing.token_smaller, PARALLEL = SAFE);
-CREATE AGGREGATE pg_catalog.max(fencing.token) (
-    SFUNC = fencing.token_larger, STYPE = fencing.token, SORTOP = OPERATOR(pg_catalog.>),
-    COMBINEFUNC = fencing.token_larger, PARALLEL = SAFE);
-
--- Casts: integers assign to tokens without a cast (<= 0 raises 22003); a token
--- reads back as bigint with an explicit or assignment cast.
-CREATE FUNCTION fencing.token(integer) RETURNS fencing.token
-    AS 'MODULE_PATHNAME', 'fencing_token_from_int4' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION fencing.token(bigint) RETURNS fencing.token
-    AS 'MODULE_PATHNAME', 'fencing_token_from_int8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-CREATE CAST (integer AS fencing.token) WITH FUNCTION fencing.token(integer) AS IMPLICIT;
-CREATE CAST (bigint AS fencing.token) WITH FUNCTION fencing.token(bigint) AS IMPLICIT;
-CREATE CAST (fencing.token AS bigint) WITHOUT FUNCTION AS ASSIGNMENT;
+CREATE DOMAIN fencing.token AS bigint CONSTRAINT token_positive CHECK (VALUE > 0);
+COMMENT ON DOMAIN fencing.token IS 'fencing token: a strictly increasing 64-bit lock-grant number (1 .. 9223372036854775807)';
 
 -------------------------------------------------------------------------------
 -- Fence state. Tokens come from one database-wide counter (so every resource's
@@ -151,13 +71,19 @@ REVOKE ALL ON SEQUENCE fencing.token_seq FROM PUBLIC;
 -------------------------------------------------------------------------------
 -- Acquisition and release.
 -------------------------------------------------------------------------------
-CREATE FUNCTION fencing.acquire(resource text, wait interval DEFAULT NULL, lease interval DEFAULT NULL)
+-- A session that already holds the resource gets an error from a plain
+-- re-acquire (so that a pooled connection handed over with a lock still held
+-- never shares a token between two workers); reentrant => true nests the hold
+-- and returns the same token.
+CREATE FUNCTION fencing.acquire(resource text, wait interval DEFAULT NULL, lease interval DEFAULT NULL,
+                                reentrant boolean DEFAULT false)
     RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_acquire' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION fencing.try_acquire(resource text)
+CREATE FUNCTION fencing.try_acquire(resource text, reentrant boolean DEFAULT false)
     RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_try_acquire' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION fencing.acquire_xact(resource text, wait interval DEFAULT NULL, lease interval DEFAULT NULL)
+CREATE FUNCTION fencing.acquire_xact(resource text, wait interval DEFAULT NULL, lease interval DEFAULT NULL,
+                                     reentrant boolean DEFAULT false)
     RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_acquire_xact' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION fencing.try_acquire_xact(resource text)
+CREATE FUNCTION fencing.try_acquire_xact(resource text, reentrant boolean DEFAULT false)
     RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_try_acquire_xact' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION fencing.release(resource text)
     RETURNS boolean AS 'MODULE_PATHNAME', 'fencing_release' LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -165,10 +91,15 @@ CREATE FUNCTION fencing.release_all()
     RETURNS integer AS 'MODULE_PATHNAME', 'fencing_release_all' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION fencing.current(resource text)
     RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_current' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION fencing.validate(resource text, token fencing.token)
+CREATE FUNCTION fencing.validate(resource text, token bigint)
     RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_validate' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION fencing.renew(resource text)
     RETURNS interval AS 'MODULE_PATHNAME', 'fencing_renew' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Sets the current transaction's token for protected writes that carry none,
+-- exactly as SET LOCAL fencing.token does, but with a bind parameter.
+CREATE FUNCTION fencing.use(token bigint)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_use' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 CREATE FUNCTION fencing.version() RETURNS text
     AS 'MODULE_PATHNAME', 'fencing_version' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
@@ -189,11 +120,11 @@ BEGIN
     CREATE VIEW fencing.locks AS
     SELECT s.resource,
            -- Like pg_stat_activity: other roles' tokens only for pg_read_all_stats.
-           CASE WHEN l.granted
+           (CASE WHEN l.granted
                      AND (l.pid = pg_catalog.pg_backend_pid()
                           OR (a.usesysid IS NOT NULL AND pg_catalog.pg_has_role(a.usesysid, 'MEMBER'))
                           OR pg_catalog.pg_has_role('pg_read_all_stats', 'MEMBER'))
-                THEN s.token::fencing.token END AS token,
+                THEN s.token END)::fencing.token AS token,
            l.pid,
            CASE l.mode WHEN 'ExclusiveLock' THEN 'session' ELSE 'transaction' END AS scope,
            l.granted,
@@ -254,7 +185,7 @@ BEGIN
     END IF;
     IF on_stale IS NULL OR on_stale NOT IN ('error', 'skip') THEN
         RAISE EXCEPTION 'invalid value for on_stale: %', coalesce(quote_literal(on_stale), 'NULL') USING ERRCODE = '22023',
-              HINT = 'on_stale is ''error'' (raise SQLSTATE FN001) or ''skip'' (leave the row unchanged).';
+              HINT = 'on_stale is ''error'' (raise SQLSTATE 23T01) or ''skip'' (leave the row unchanged).';
     END IF;
     IF allow_equal IS NULL OR fence_deletes IS NULL THEN
         RAISE EXCEPTION 'allow_equal and fence_deletes must not be null' USING ERRCODE = '22004';

@@ -36,7 +36,7 @@ struct WriteInput {
 
 enum class Verdict {
     accept,          // write the row (filling in the token when fill_row says so)
-    reject_error,    // raise FN001
+    reject_error,    // raise 23T01
     reject_skip,     // leave the row unchanged, do not count it
 };
 

@@ -19,31 +19,28 @@ ParseResult parse_token(const char* text, std::size_t len) noexcept {
         ++i;
     }
     const std::size_t digits_start = i;
-    // Accumulate as unsigned magnitude; remember overflow but keep scanning so
-    // that '99999999999999999999x' is a syntax error, not a range error.
+    // As bigint's input does: the magnitude accumulates as an unsigned 64-bit
+    // number (a digit run beyond that is out of range at once, whatever
+    // follows); trailing garbage is checked next, then bigint's range (2^63 - 1
+    // positive, 2^63 negative).
     std::uint64_t magnitude = 0;
-    bool overflow = false;
     while (i < len && text[i] >= '0' && text[i] <= '9') {
         const std::uint64_t d = static_cast<std::uint64_t>(text[i] - '0');
-        if (!overflow) {
-            if (magnitude > (UINT64_MAX - d) / 10)
-                overflow = true;
-            else
-                magnitude = magnitude * 10 + d;
-        }
+        if (magnitude > (UINT64_MAX - d) / 10) return {ParseStatus::out_of_range, 0};
+        magnitude = magnitude * 10 + d;
         ++i;
     }
     if (i == digits_start) return {ParseStatus::syntax, 0};
     while (i < len && is_space(text[i])) ++i;
     if (i != len) return {ParseStatus::syntax, 0};
-    if (overflow || magnitude > static_cast<std::uint64_t>(kMaxToken))
-        return {ParseStatus::out_of_range, 0};
-    if (negative || magnitude == 0) return {ParseStatus::out_of_range, 0};
+    const std::uint64_t limit = static_cast<std::uint64_t>(kMaxToken) + (negative ? 1 : 0);
+    if (magnitude > limit) return {ParseStatus::out_of_range, 0};
+    if (negative || magnitude == 0) return {ParseStatus::not_positive, 0};
     return {ParseStatus::ok, static_cast<std::int64_t>(magnitude)};
 }
 
 ParseResult token_from_int64(std::int64_t v) noexcept {
-    if (v < kMinToken) return {ParseStatus::out_of_range, 0};
+    if (v < kMinToken) return {ParseStatus::not_positive, 0};
     return {ParseStatus::ok, v};
 }
 

@@ -26,6 +26,29 @@ constexpr std::int64_t kUnprivilegedCounterCeiling = INT64_C(4611686018427387904
     pg_unreachable();
 }
 
+// A plain acquisition of a resource this session already holds: behind a
+// connection pool that is usually a lock the previous user of the connection
+// left behind, and nesting would hand two workers one token.
+[[noreturn]] void report_already_held(const Resource& r, bool session) {
+    const char* scope = held_by_me(resource_tag(r.key), kSessionMode) ? "session" : "transaction";
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_IN_USE),
+                    errmsg("fencing lock on resource \"%.*s\" is already held by this session", r.len, r.data),
+                    errdetail("This session holds it at %s scope; a plain %s does not nest, so that a connection "
+                              "handed on by a pool with the lock still held never gives a second worker the same "
+                              "token.",
+                              scope, session ? "acquire" : "acquire_xact"),
+                    errhint("Release the lock first, or pass reentrant => true to nest the hold and get its token "
+                            "back.")));
+    pg_unreachable();
+}
+
+bool bool_arg(FunctionCallInfo fcinfo, int argno, const char* what) {
+    if (PG_NARGS() <= argno) return false;
+    if (PG_ARGISNULL(argno))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", what)));
+    return PG_GETARG_BOOL(argno);
+}
+
 // The wait for a lock failed (timeout, cancel, deadlock...). If the holder
 // released at that very moment, the lock manager may already have granted us
 // the lock: LockErrorCleanup() would then record the grant, and a session
@@ -91,10 +114,12 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
                         errdetail("Leases are enforced with idle_session_timeout, which PostgreSQL 13 lacks.")));
 #endif
     if (lease_ms < 0) lease_ms = 0;
+    const bool reentrant = bool_arg(fcinfo, try_only ? 1 : 3, "reentrant");
 
     const LOCKTAG rtag = resource_tag(r.key);
     const LOCKMODE mode = session ? kSessionMode : kXactMode;
     const bool was_held = holds_resource(rtag);
+    if (was_held && !reentrant) report_already_held(r, session);
 
     if (try_only) {
         if (LockAcquire(&rtag, mode, session, true) == LOCKACQUIRE_NOT_AVAIL) return false;

@@ -1,5 +1,5 @@
 // Module entry: PG_MODULE_MAGIC and _PG_init (settings, callbacks).
-#include "pg/pg.hpp"
+#include "pg/bridge.hpp"
 
 #include "core/no_postgres.hpp"
 #include "pg/session.hpp"
@@ -16,4 +16,9 @@ extern "C" PGDLLEXPORT void _PG_init(void);
 void _PG_init(void) {
     fencing::pg::define_settings();
     fencing::pg::register_session_callbacks();
+}
+
+FENCING_FUNCTION(fencing_version) {
+    return fencing::pg::guarded("fencing.version",
+                                [&]() -> Datum { PG_RETURN_TEXT_P(cstring_to_text(FENCING_VERSION)); });
 }

@@ -55,9 +55,11 @@ extern "C" {
 #error "fencing needs PostgreSQL 13 or later"
 #endif
 
-// SQLSTATE FN001: stale fence token (class FN: fencing). Never class 40, so
-// clients do not retry a write that lost its lock.
-#define ERRCODE_FENCING_STALE_TOKEN MAKE_SQLSTATE('F', 'N', '0', '0', '1')
+// SQLSTATE 23T01, condition name stale_fence_token: a stale fence token. Class
+// 23 (integrity constraint violation), so that drivers that map SQLSTATE
+// classes raise their integrity error, which no retry helper retries (a write
+// that lost its lock must not be retried with the same token).
+#define ERRCODE_FENCING_STALE_TOKEN MAKE_SQLSTATE('2', '3', 'T', '0', '1')
 
 // Declares an SQL-callable function: C linkage, PG_FUNCTION_INFO_V1, visible.
 // Its body must run under fencing::pg::guarded() (see bridge.hpp).

@@ -54,6 +54,32 @@ void subxact_callback(SubXactEvent event, SubTransactionId sub, SubTransactionId
     }
 }
 
+// A session ended by the idle timeout a lease set: say so in the FATAL error
+// the client receives (and the server log), instead of a bare idle timeout.
+emit_log_hook_type previous_emit_log_hook = nullptr;
+
+void name_lease_expiry(ErrorData* edata) {
+    if (edata->elevel == FATAL && saved.active &&
+        ((edata->sqlerrcode == ERRCODE_IDLE_IN_TRANSACTION_SESSION_TIMEOUT &&
+          (saved.idle_in_xact <= 0 || saved.idle_in_xact > saved.applied))
+#if PG_VERSION_NUM >= 140000
+         || (edata->sqlerrcode == ERRCODE_IDLE_SESSION_TIMEOUT &&
+             (saved.idle_session <= 0 || saved.idle_session > saved.applied))
+#endif
+             )) {
+        MemoryContext old = MemoryContextSwitchTo(ErrorContext);
+        const std::size_t held = the_ledger.size();
+        edata->message = psprintf("terminating connection because its fencing lease of %d ms expired", saved.applied);
+        edata->detail = psprintf("The client sent nothing for longer than the lease while the session held %zu "
+                                 "fencing lock%s; the locks are released and their tokens are stale.",
+                                 held, held == 1 ? "" : "s");
+        edata->hint = pstrdup("Acquire the locks again on a new connection, and renew the lease (fencing.renew) "
+                              "or send statements more often than the lease.");
+        MemoryContextSwitchTo(old);
+    }
+    if (previous_emit_log_hook) previous_emit_log_hook(edata);
+}
+
 }  // namespace
 
 core::HoldLedger& ledger() noexcept { return the_ledger; }
@@ -89,6 +115,8 @@ void apply_leases() noexcept {
 void register_session_callbacks() {
     RegisterXactCallback(xact_callback, nullptr);
     RegisterSubXactCallback(subxact_callback, nullptr);
+    previous_emit_log_hook = emit_log_hook;
+    emit_log_hook = name_lease_expiry;
 }
 
 }  // namespace fencing::pg

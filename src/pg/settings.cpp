@@ -1,5 +1,7 @@
 #include "pg/settings.hpp"
 
+#include "pg/bridge.hpp"
+
 #include "core/token.hpp"
 
 namespace fencing::pg {
@@ -15,8 +17,9 @@ bool check_token_setting(char** newval, void** extra, GucSource source) {
     if (*newval == nullptr || (*newval)[0] == '\0') return true;  // unset
     core::ParseResult r = core::parse_token(*newval, strlen(*newval));
     if (r.status == core::ParseStatus::ok) return true;
-    GUC_check_errcode(r.status == core::ParseStatus::syntax ? ERRCODE_INVALID_TEXT_REPRESENTATION
-                                                           : ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE);
+    GUC_check_errcode(r.status == core::ParseStatus::syntax         ? ERRCODE_INVALID_TEXT_REPRESENTATION
+                      : r.status == core::ParseStatus::out_of_range ? ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE
+                                                                    : ERRCODE_CHECK_VIOLATION);
     GUC_check_errmsg("invalid value for fencing.token: \"%s\"", *newval);
     GUC_check_errdetail("A fence token is an integer from 1 to 9223372036854775807.");
     return false;
@@ -47,7 +50,7 @@ void define_settings() {
     DefineCustomStringVariable(
         "fencing.token", "Fence token of the current transaction's writes.",
         "Used by protected tables for writes that do not carry a token themselves; "
-        "set it with SET LOCAL fencing.token = '<token>'.",
+        "set it with SELECT fencing.use($1) or SET LOCAL fencing.token = '<token>'.",
         &token_setting_text, "", PGC_USERSET, 0, check_token_setting, assign_token_setting, nullptr);
     DefineCustomBoolVariable(
         "fencing.require_sync_standby", "Refuse to issue fence tokens without a synchronous standby.",
@@ -67,3 +70,30 @@ void define_settings() {
 }
 
 }  // namespace fencing::pg
+
+// fencing.use(token bigint): SET LOCAL fencing.token, with a bind parameter.
+// Outside a transaction block the setting would end with the statement, before
+// any write it is meant for: that is an error, never a silent no-op.
+FENCING_FUNCTION(fencing_use) {
+    return fencing::pg::guarded("fencing.use", [&]() -> Datum {
+        if (PG_ARGISNULL(0))
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("fence token must not be null"),
+                            errhint("Pass the token that fencing.acquire() returned.")));
+        const std::int64_t token = PG_GETARG_INT64(0);
+        if (fencing::core::token_from_int64(token).status != fencing::core::ParseStatus::ok)
+            ereport(ERROR, (errcode(ERRCODE_CHECK_VIOLATION),
+                            errmsg("value for domain fencing.token violates check constraint \"token_positive\""),
+                            errdetail("A fence token is an integer from 1 to 9223372036854775807; %lld is not.",
+                                      static_cast<long long>(token))));
+        if (!IsTransactionBlock())
+            ereport(ERROR, (errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),
+                            errmsg("fencing.use() can only be used in transaction blocks"),
+                            errdetail("The token applies to the current transaction only; outside a transaction "
+                                      "block that transaction ends with this statement."),
+                            errhint("Run BEGIN first and call fencing.use() in the transaction whose writes it is for.")));
+        char buf[fencing::core::kTokenTextMax];
+        fencing::core::format_token(token, buf);
+        (void)set_config_option("fencing.token", buf, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
+        PG_RETURN_INT64(token);
+    });
+}

@@ -1,7 +1,7 @@
 // The client scenario in C++ with libpq (built and run by cpp.sh).
 //
 // Acquire (T1), fenced write with T1, release; a second session acquires
-// (T2 > T1) and writes; the stale write with T1 fails with SQLSTATE FN001.
+// (T2 > T1) and writes; the stale write with T1 fails with SQLSTATE 23T01.
 // Tokens are above 2^53 and held as std::int64_t; they round-trip exactly in
 // text and in binary format (a fencing.token travels as int8 on the wire).
 // Connection parameters come from the libpq environment (PGHOST, PGPORT, ...).
@@ -159,10 +159,10 @@ int main() {
     // The stale write with T1 (session 1 still thinks it may write).
     {
         Result w = fenced_write(s1.get(), t1);
-        check(PQresultStatus(w.get()) == PGRES_FATAL_ERROR && sqlstate(w) == "FN001",
-              "stale write with T1 fails with SQLSTATE FN001 (got " + sqlstate(w) + ")");
+        check(PQresultStatus(w.get()) == PGRES_FATAL_ERROR && sqlstate(w) == "23T01",
+              "stale write with T1 fails with SQLSTATE 23T01 (got " + sqlstate(w) + ")");
         Result v = run(s1.get(), "SELECT fencing.validate($1, $2)", {kResource, std::to_string(t1)});
-        check(sqlstate(v) == "FN001", "validate(T1) fails with SQLSTATE FN001 (got " + sqlstate(v) + ")");
+        check(sqlstate(v) == "23T01", "validate(T1) fails with SQLSTATE 23T01 (got " + sqlstate(v) + ")");
         Result v2 = must(s1.get(), "SELECT fencing.validate($1, $2)", {kResource, std::to_string(t2)});
         check(parse_token(PQgetvalue(v2.get(), 0, 0)) == t2, "validate(T2) returns T2 exactly");
     }

@@ -13,7 +13,7 @@ ITERATIONS transactions of the shape
     COMMIT;
 
 over RESOURCES resources, on at most POOL_SIZE server connections. Checks: every
-transaction committed (no FN001, no other error); per resource, tokens strictly
+transaction committed (no 23T01, no other error); per resource, tokens strictly
 increase in the order the lock was held; the counters add up; no fencing lock is
 left; far more client connections than server connections (SHOW POOLS,
 pg_stat_activity, and the backends that ran the transactions). Then shows why a

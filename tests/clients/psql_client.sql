@@ -1,6 +1,6 @@
 -- The client scenario in psql (run by psql.sh with ON_ERROR_STOP=1):
 -- acquire (T1), fenced write with T1, release; a second session acquires
--- (T2 > T1) and writes; the stale write with T1 fails with SQLSTATE FN001.
+-- (T2 > T1) and writes; the stale write with T1 fails with SQLSTATE 23T01.
 -- Tokens are above 2^53 and must come back exactly (psql keeps them as text).
 \set ON_ERROR_STOP 1
 \set QUIET 1
@@ -48,17 +48,17 @@ UPDATE psql_ledger SET balance = balance + 100, fence_token = :'t2' WHERE id = 1
 SELECT psql_client_check(:ROW_COUNT = 1, 'fenced write with T2 accepted');
 
 -- ---- the stale write with T1 ----------------------------------------------------------
-\echo 'stale write with T1 and validate(T1): two errors (FN001) expected on stderr'
+\echo 'stale write with T1 and validate(T1): two errors (23T01) expected on stderr'
 \set ON_ERROR_STOP 0
 UPDATE psql_ledger SET balance = balance + 100, fence_token = :'t1' WHERE id = 1;
 \set ON_ERROR_STOP 1
-SELECT psql_client_check(:'LAST_ERROR_SQLSTATE' = 'FN001',
-                         'stale write with T1 fails with SQLSTATE FN001 (got ' || :'LAST_ERROR_SQLSTATE' || ')');
+SELECT psql_client_check(:'LAST_ERROR_SQLSTATE' = '23T01',
+                         'stale write with T1 fails with SQLSTATE 23T01 (got ' || :'LAST_ERROR_SQLSTATE' || ')');
 \set ON_ERROR_STOP 0
 SELECT fencing.validate('clients:psql', :'t1');
 \set ON_ERROR_STOP 1
-SELECT psql_client_check(:'LAST_ERROR_SQLSTATE' = 'FN001',
-                         'validate(T1) fails with SQLSTATE FN001 (got ' || :'LAST_ERROR_SQLSTATE' || ')');
+SELECT psql_client_check(:'LAST_ERROR_SQLSTATE' = '23T01',
+                         'validate(T1) fails with SQLSTATE 23T01 (got ' || :'LAST_ERROR_SQLSTATE' || ')');
 SELECT psql_client_check(fencing.validate('clients:psql', :'t2')::text = :'t2', 'validate(T2) returns T2 exactly');
 
 SELECT balance AS balance, fence_token AS stored FROM psql_ledger WHERE id = 1 \gset

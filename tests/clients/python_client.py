@@ -1,7 +1,7 @@
 """The client scenario in Python with psycopg2 (run by python.sh).
 
 Acquire (T1), fenced write with T1, release; a second session acquires
-(T2 > T1) and writes; the stale write with T1 fails with SQLSTATE FN001.
+(T2 > T1) and writes; the stale write with T1 fails with SQLSTATE 23T01.
 Tokens are above 2^53 and must come back exactly: fencing.token values are
 read as Python ints (arbitrary precision) through a registered typecaster.
 Connection parameters come from the libpq environment (PGHOST, PGPORT, ...).
@@ -106,14 +106,14 @@ def main():
 
     # The stale write with T1 (session 1 still thinks it may write).
     state = sqlstate_of(lambda: fenced_write(s1, t1, 100))
-    check(state == "FN001", f"stale write with T1 fails with SQLSTATE FN001 (got {state})")
+    check(state == "23T01", f"stale write with T1 fails with SQLSTATE 23T01 (got {state})")
 
     def validate(tok):
         with s1.cursor() as cur:
             cur.execute("SELECT fencing.validate(%s, %s)", (RESOURCE, tok))
             return cur.fetchone()[0]
     state = sqlstate_of(lambda: validate(t1))
-    check(state == "FN001", f"validate(T1) fails with SQLSTATE FN001 (got {state})")
+    check(state == "23T01", f"validate(T1) fails with SQLSTATE 23T01 (got {state})")
     check(validate(t2) == t2, "validate(T2) returns T2 exactly")
 
     with s2.cursor() as cur:

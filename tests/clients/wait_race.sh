@@ -40,6 +40,6 @@ wait_for "$tmp/b.out" '^B again|'
 tnew="$(grep '^B again|' "$tmp/b.out" | cut -d'|' -f2)"
 [ "$(psql -XAtc "SELECT $tnew > $told")" = t ] || fail "B's next token $tnew is not greater than A's $told"
 state="$(psql -XAt -v ON_ERROR_STOP=0 -c "\\set VERBOSITY sqlstate" -c "SELECT fencing.validate('race:x', $told)" 2>&1 | tail -1 || true)"
-[ "$state" = "ERROR:  FN001" ] || fail "A's released token still validates: $state"
+[ "$state" = "ERROR:  23T01" ] || fail "A's released token still validates: $state"
 echo "SELECT fencing.release('race:x');" >&4
 echo "ok: a timed-out wait leaves no lock; next token $tnew > $told; A's token is stale"

@@ -9,7 +9,7 @@
 //   --mode fenced   the lock is fencing.acquire(resource, wait, lease) on the
 //                   lock connection; the summary is written with the fence
 //                   token into a table protected by fencing.protect. When the
-//                   write is rejected (SQLSTATE FN001) the worker reports that
+//                   write is rejected (SQLSTATE 23T01) the worker reports that
 //                   it lost its lease and exits 0 without retrying.
 //   --mode plain    the lock is the classic timed lock (Redis' SET NX PX):
 //                   a row in demo_plain_locks with an expiry time, taken when
@@ -260,8 +260,8 @@ int main(int argc, char** argv) {
         (fenced ? " with fence token " + token : "") + " through its storage connection");
     Result w(exec(storage, sql, params));
     if (!w.ok()) {
-        if (fenced && w.sqlstate() == "FN001") {
-            say("REJECTED by the database: SQLSTATE FN001, " + w.field(PG_DIAG_MESSAGE_PRIMARY));
+        if (fenced && w.sqlstate() == "23T01") {
+            say("REJECTED by the database: SQLSTATE 23T01, " + w.field(PG_DIAG_MESSAGE_PRIMARY));
             say("  detail: " + w.field(PG_DIAG_MESSAGE_DETAIL));
             // What happened to the lock connection while it was frozen?
             Result p(exec(lock, "SELECT 1"));

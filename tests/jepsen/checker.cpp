@@ -24,9 +24,9 @@
 //                  differs from what the worker saw (token, val, stamp)
 //   realtime       an acknowledged write committed before one acknowledged
 //                  before it began (val order against real time)
-//   unexpected     an error other than FN001 (rejection), 55P03 (acquire wait
+//   unexpected     an error other than 23T01 (rejection), 55P03 (acquire wait
 //                  elapsed) or a lost connection / terminated session
-//   lock-lost      renew() raising FN001, or release() returning false, on a
+//   lock-lost      renew() raising 23T01, or release() returning false, on a
 //                  session that is alive: a lock lost silently
 //   acquire-order  per resource, a token not greater than one returned by an
 //                  acquire that completed before this acquire began; or a
@@ -262,7 +262,7 @@ CheckResult check_run(const Config& cfg) {
                 ++accepted;
                 if (o.detail != "stamped " + std::to_string(o.token))
                     v.add("mismatch", "the row was stamped with another token (" + o.detail + "): " + describe(o));
-            } else if (o.type == "fail" && o.code == "FN001") {
+            } else if (o.type == "fail" && o.code == "23T01") {
                 (o.detail.rfind("log:", 0) == 0 ? rej_validate : rej_trigger)++;
             } else if (o.type == "fail" && conn) {
                 ++conn_aborted;
@@ -299,7 +299,7 @@ CheckResult check_run(const Config& cfg) {
                     v.add("lock-lost", "release() returned false on a live session: " + describe(o));
             } else if (o.type == "none" || conn) {
                 ++sessions_lost;
-            } else if (o.code == "FN001") {
+            } else if (o.code == "23T01") {
                 v.add("lock-lost", "renew() says the lock is not held on a live session: " + describe(o) + ": " +
                                        o.detail);
             } else {
@@ -466,7 +466,7 @@ CheckResult check_run(const Config& cfg) {
     for (const auto& [k, n] : v.by_kind) kinds << (kinds.tellp() > 0 ? ", " : "") << k << " " << n;
     std::ostringstream s;
     s << "jepsen " << mode << "/" << profile << ": " << operations << " operations, " << writes << " guarded writes: "
-      << accepted << " accepted, " << (rej_trigger + rej_validate) << " rejected FN001 (" << rej_trigger
+      << accepted << " accepted, " << (rej_trigger + rej_validate) << " rejected 23T01 (" << rej_trigger
       << " by the trigger, " << rej_validate << " by validate), " << conn_aborted << " aborted by a lost connection, "
       << died_before_commit << " killed before COMMIT, " << unknown << " unknown (" << unknown_committed
       << " committed); " << acquires << " grants, " << acquire_timeouts << " acquire timeouts, " << sessions_lost

@@ -183,7 +183,7 @@ struct Worker {
     void reacquire(int r, long long token) {
         std::int64_t id = ++opid;
         h.line("invoke", "reacquire", id, r, token, "-", "-", "-");
-        Result res = lock.exec("SELECT fencing.acquire($1, wait => $2::interval, lease => $3::interval)::bigint",
+        Result res = lock.exec("SELECT fencing.acquire($1, wait => $2::interval, lease => $3::interval, reentrant => true)::bigint",
                                {resource_name(r), std::to_string(cfg.acquire_wait_ms) + " ms",
                                 std::to_string(cfg.lease_ms) + " ms"});
         finish("reacquire", id, r, token, res, res.ok ? res.value() : "-");
@@ -237,7 +237,7 @@ struct Worker {
                 store.close();
             else
                 rollback();
-            if (res.sqlstate == "FN001") {
+            if (res.sqlstate == "23T01") {
                 sh->rejected.fetch_add(1);
                 sh->attempts.fetch_add(1);
             }

@@ -1,6 +1,6 @@
 -- The public SQL contract of fencing 1.0's core, as pgTAP sees it:
 -- every function with its exact argument types, names and return type, the
--- type, its operators, operator classes, aggregates and casts, the view
+-- type (a domain over bigint), the view
 -- fencing.locks, and the SQLSTATEs of the documented errors.
 \set ON_ERROR_STOP 1
 \set QUIET 1
@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(122);
+SELECT plan(115);
 
 --------------------------------------------------------------------------------
 -- Schema and type.
@@ -24,97 +24,84 @@ SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'fencing'), f
 SELECT is((SELECT n.nspname::text FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
             WHERE e.extname = 'fencing'), 'fencing', 'fencing lives in schema fencing');
 SELECT has_type('fencing', 'token', 'type fencing.token exists');
-SELECT is((SELECT typlen::int FROM pg_type WHERE oid = 'fencing.token'::regtype), 8, 'fencing.token is 8 bytes');
-SELECT is((SELECT typbyval FROM pg_type WHERE oid = 'fencing.token'::regtype), true, 'fencing.token is passed by value');
+SELECT has_domain('fencing', 'token', 'fencing.token is a domain');
+SELECT domain_type_is('fencing', 'token', 'bigint', 'fencing.token is a domain over bigint');
+SELECT is((SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c
+            WHERE c.contypid = 'fencing.token'::regtype AND c.conname = 'token_positive'),
+          'CHECK ((VALUE > 0))', 'fencing.token has the named constraint token_positive');
 
 --------------------------------------------------------------------------------
 -- Functions: existence with exact argument types, return types, and the
 -- argument names and defaults of the contract.
 --------------------------------------------------------------------------------
-SELECT has_function('fencing', 'acquire', ARRAY['text', 'interval', 'interval'], 'fencing.acquire(text, interval, interval)');
-SELECT has_function('fencing', 'try_acquire', ARRAY['text'], 'fencing.try_acquire(text)');
-SELECT has_function('fencing', 'acquire_xact', ARRAY['text', 'interval', 'interval'], 'fencing.acquire_xact(text, interval, interval)');
-SELECT has_function('fencing', 'try_acquire_xact', ARRAY['text'], 'fencing.try_acquire_xact(text)');
+SELECT has_function('fencing', 'acquire', ARRAY['text', 'interval', 'interval', 'boolean'], 'fencing.acquire(text, interval, interval, boolean)');
+SELECT has_function('fencing', 'try_acquire', ARRAY['text', 'boolean'], 'fencing.try_acquire(text, boolean)');
+SELECT has_function('fencing', 'acquire_xact', ARRAY['text', 'interval', 'interval', 'boolean'], 'fencing.acquire_xact(text, interval, interval, boolean)');
+SELECT has_function('fencing', 'try_acquire_xact', ARRAY['text', 'boolean'], 'fencing.try_acquire_xact(text, boolean)');
 SELECT has_function('fencing', 'release', ARRAY['text'], 'fencing.release(text)');
 SELECT has_function('fencing', 'release_all', ARRAY[]::text[], 'fencing.release_all()');
 SELECT has_function('fencing', 'current', ARRAY['text'], 'fencing.current(text)');
-SELECT has_function('fencing', 'validate', ARRAY['text', 'fencing.token'], 'fencing.validate(text, fencing.token)');
--- min/max and the operators are usable with any search_path.
-SELECT has_function('pg_catalog', 'min', ARRAY['fencing.token'], 'min(fencing.token)');
-SELECT has_function('pg_catalog', 'max', ARRAY['fencing.token'], 'max(fencing.token)');
-SELECT is_aggregate('pg_catalog', 'min', ARRAY['fencing.token'], 'min(fencing.token) is an aggregate');
-SELECT is_aggregate('pg_catalog', 'max', ARRAY['fencing.token'], 'max(fencing.token) is an aggregate');
+SELECT has_function('fencing', 'validate', ARRAY['text', 'bigint'], 'fencing.validate(text, bigint)');
+SELECT has_function('fencing', 'use', ARRAY['bigint'], 'fencing.use(bigint)');
 -- No other overloads of the public names.
 SELECT is((SELECT count(*)::int FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
             WHERE n.nspname = 'fencing'
               AND p.proname IN ('acquire', 'try_acquire', 'acquire_xact', 'try_acquire_xact', 'release',
-                                'release_all', 'current', 'validate')),
-          8, 'one function per public name');
+                                'release_all', 'current', 'validate', 'use')),
+          9, 'one function per public name');
 
-SELECT function_returns('fencing', 'acquire', ARRAY['text', 'interval', 'interval'], 'fencing.token', 'acquire returns fencing.token');
-SELECT function_returns('fencing', 'try_acquire', ARRAY['text'], 'fencing.token', 'try_acquire returns fencing.token');
-SELECT function_returns('fencing', 'acquire_xact', ARRAY['text', 'interval', 'interval'], 'fencing.token', 'acquire_xact returns fencing.token');
-SELECT function_returns('fencing', 'try_acquire_xact', ARRAY['text'], 'fencing.token', 'try_acquire_xact returns fencing.token');
+SELECT function_returns('fencing', 'acquire', ARRAY['text', 'interval', 'interval', 'boolean'], 'fencing.token', 'acquire returns fencing.token');
+SELECT function_returns('fencing', 'try_acquire', ARRAY['text', 'boolean'], 'fencing.token', 'try_acquire returns fencing.token');
+SELECT function_returns('fencing', 'acquire_xact', ARRAY['text', 'interval', 'interval', 'boolean'], 'fencing.token', 'acquire_xact returns fencing.token');
+SELECT function_returns('fencing', 'try_acquire_xact', ARRAY['text', 'boolean'], 'fencing.token', 'try_acquire_xact returns fencing.token');
 SELECT function_returns('fencing', 'release', ARRAY['text'], 'boolean', 'release returns boolean');
 SELECT function_returns('fencing', 'release_all', ARRAY[]::text[], 'integer', 'release_all returns integer');
 SELECT function_returns('fencing', 'current', ARRAY['text'], 'fencing.token', 'current returns fencing.token');
-SELECT function_returns('fencing', 'validate', ARRAY['text', 'fencing.token'], 'fencing.token', 'validate returns fencing.token');
-SELECT function_returns('pg_catalog', 'min', ARRAY['fencing.token'], 'fencing.token', 'min returns fencing.token');
-SELECT function_returns('pg_catalog', 'max', ARRAY['fencing.token'], 'fencing.token', 'max returns fencing.token');
+SELECT function_returns('fencing', 'validate', ARRAY['text', 'bigint'], 'fencing.token', 'validate returns fencing.token');
+SELECT function_returns('fencing', 'use', ARRAY['bigint'], 'fencing.token', 'use returns fencing.token');
 
-SELECT is(pg_get_function_identity_arguments('fencing.acquire(text, interval, interval)'::regprocedure),
-          'resource text, wait interval, lease interval', 'acquire argument names');
-SELECT is(pg_get_function_arguments('fencing.acquire(text, interval, interval)'::regprocedure),
-          'resource text, wait interval DEFAULT NULL::interval, lease interval DEFAULT NULL::interval',
-          'acquire: wait and lease default to NULL');
-SELECT is(pg_get_function_arguments('fencing.acquire_xact(text, interval, interval)'::regprocedure),
-          'resource text, wait interval DEFAULT NULL::interval, lease interval DEFAULT NULL::interval',
-          'acquire_xact: wait and lease default to NULL');
-SELECT is(pg_get_function_arguments('fencing.try_acquire(text)'::regprocedure), 'resource text', 'try_acquire argument names');
-SELECT is(pg_get_function_arguments('fencing.try_acquire_xact(text)'::regprocedure), 'resource text', 'try_acquire_xact argument names');
+SELECT is(pg_get_function_identity_arguments('fencing.acquire(text, interval, interval, boolean)'::regprocedure),
+          'resource text, wait interval, lease interval, reentrant boolean', 'acquire argument names');
+SELECT is(pg_get_function_arguments('fencing.acquire(text, interval, interval, boolean)'::regprocedure),
+          'resource text, wait interval DEFAULT NULL::interval, lease interval DEFAULT NULL::interval, reentrant boolean DEFAULT false',
+          'acquire: wait and lease default to NULL, reentrant to false');
+SELECT is(pg_get_function_arguments('fencing.acquire_xact(text, interval, interval, boolean)'::regprocedure),
+          'resource text, wait interval DEFAULT NULL::interval, lease interval DEFAULT NULL::interval, reentrant boolean DEFAULT false',
+          'acquire_xact: wait and lease default to NULL, reentrant to false');
+SELECT is(pg_get_function_arguments('fencing.try_acquire(text, boolean)'::regprocedure), 'resource text, reentrant boolean DEFAULT false', 'try_acquire argument names');
+SELECT is(pg_get_function_arguments('fencing.try_acquire_xact(text, boolean)'::regprocedure), 'resource text, reentrant boolean DEFAULT false', 'try_acquire_xact argument names');
 SELECT is(pg_get_function_arguments('fencing.release(text)'::regprocedure), 'resource text', 'release argument names');
 SELECT is(pg_get_function_arguments('fencing.release_all()'::regprocedure), '', 'release_all has no arguments');
 SELECT is(pg_get_function_arguments('fencing.current(text)'::regprocedure), 'resource text', 'current argument names');
-SELECT is(pg_get_function_identity_arguments('fencing.validate(text, fencing.token)'::regprocedure),
-          'resource text, token fencing.token', 'validate argument names');
+SELECT is(pg_get_function_identity_arguments('fencing.validate(text, bigint)'::regprocedure),
+          'resource text, token bigint', 'validate argument names');
+SELECT is(pg_get_function_identity_arguments('fencing.use(bigint)'::regprocedure), 'token bigint', 'use argument names');
 
 -- Functions that take or hand out locks are volatile.
-SELECT volatility_is('fencing', 'acquire', ARRAY['text', 'interval', 'interval'], 'volatile', 'acquire is volatile');
-SELECT volatility_is('fencing', 'try_acquire', ARRAY['text'], 'volatile', 'try_acquire is volatile');
-SELECT volatility_is('fencing', 'acquire_xact', ARRAY['text', 'interval', 'interval'], 'volatile', 'acquire_xact is volatile');
-SELECT volatility_is('fencing', 'try_acquire_xact', ARRAY['text'], 'volatile', 'try_acquire_xact is volatile');
+SELECT volatility_is('fencing', 'acquire', ARRAY['text', 'interval', 'interval', 'boolean'], 'volatile', 'acquire is volatile');
+SELECT volatility_is('fencing', 'try_acquire', ARRAY['text', 'boolean'], 'volatile', 'try_acquire is volatile');
+SELECT volatility_is('fencing', 'acquire_xact', ARRAY['text', 'interval', 'interval', 'boolean'], 'volatile', 'acquire_xact is volatile');
+SELECT volatility_is('fencing', 'try_acquire_xact', ARRAY['text', 'boolean'], 'volatile', 'try_acquire_xact is volatile');
 SELECT volatility_is('fencing', 'release', ARRAY['text'], 'volatile', 'release is volatile');
-SELECT volatility_is('fencing', 'validate', ARRAY['text', 'fencing.token'], 'volatile', 'validate is volatile');
+SELECT volatility_is('fencing', 'validate', ARRAY['text', 'bigint'], 'volatile', 'validate is volatile');
+SELECT volatility_is('fencing', 'use', ARRAY['bigint'], 'volatile', 'use is volatile');
 
 --------------------------------------------------------------------------------
--- Operators, operator classes, casts.
+-- bigint's operators, operator classes, aggregates and casts serve the token:
+-- it has none of its own.
 --------------------------------------------------------------------------------
-SELECT has_operator('fencing.token', 'pg_catalog', '=',  'fencing.token', 'boolean', 'operator = (token, token)');
-SELECT has_operator('fencing.token', 'pg_catalog', '<>', 'fencing.token', 'boolean', 'operator <> (token, token)');
-SELECT has_operator('fencing.token', 'pg_catalog', '<',  'fencing.token', 'boolean', 'operator < (token, token)');
-SELECT has_operator('fencing.token', 'pg_catalog', '<=', 'fencing.token', 'boolean', 'operator <= (token, token)');
-SELECT has_operator('fencing.token', 'pg_catalog', '>',  'fencing.token', 'boolean', 'operator > (token, token)');
-SELECT has_operator('fencing.token', 'pg_catalog', '>=', 'fencing.token', 'boolean', 'operator >= (token, token)');
-SELECT ok(EXISTS (SELECT 1 FROM pg_opclass c JOIN pg_am a ON a.oid = c.opcmethod
-                   WHERE c.opcintype = 'fencing.token'::regtype AND a.amname = 'btree' AND c.opcdefault),
-          'default btree operator class for fencing.token');
-SELECT ok(EXISTS (SELECT 1 FROM pg_opclass c JOIN pg_am a ON a.oid = c.opcmethod
-                   WHERE c.opcintype = 'fencing.token'::regtype AND a.amname = 'hash' AND c.opcdefault),
-          'default hash operator class for fencing.token');
-SELECT ok((SELECT oprcanhash AND oprcanmerge FROM pg_operator
-            WHERE oprname = '=' AND oprleft = 'fencing.token'::regtype AND oprright = 'fencing.token'::regtype),
-          '= on tokens hashes and merges');
-
+SELECT is((SELECT count(*)::int FROM pg_operator
+            WHERE 'fencing.token'::regtype IN (oprleft, oprright, oprresult)), 0, 'no operators of its own');
+SELECT is((SELECT count(*)::int FROM pg_cast
+            WHERE 'fencing.token'::regtype IN (castsource, casttarget)), 0, 'no casts of its own');
 SELECT ok('2'::fencing.token < 3 AND '3'::fencing.token = 3::bigint AND '4'::fencing.token >= '4'::fencing.token,
           'token operators work with the default search_path');
 SELECT is((SELECT max(t)::bigint FROM (VALUES ('7'::fencing.token), ('10'), (NULL)) v(t)), 10::bigint,
           'max(token) works with the default search_path');
-SELECT has_cast('integer', 'fencing.token', 'cast integer -> fencing.token');
-SELECT has_cast('bigint', 'fencing.token', 'cast bigint -> fencing.token');
-SELECT has_cast('fencing.token', 'bigint', 'cast fencing.token -> bigint');
-SELECT cast_context_is('integer', 'fencing.token', 'implicit', 'integer -> token is implicit');
-SELECT cast_context_is('bigint', 'fencing.token', 'implicit', 'bigint -> token is implicit');
-SELECT cast_context_is('fencing.token', 'bigint', 'assignment', 'token -> bigint is an assignment cast');
+SELECT is(COALESCE(NULL::fencing.token, 0), 0::bigint, 'COALESCE(token, 0) works');
+SELECT is(5::smallint::fencing.token::bigint, 5::bigint, 'smallint -> token');
+SELECT is(5::numeric::fencing.token::bigint, 5::bigint, 'numeric -> token');
+SELECT is('5'::varchar::fencing.token::bigint, 5::bigint, 'varchar -> token');
 
 --------------------------------------------------------------------------------
 -- The view fencing.locks.
@@ -137,8 +124,8 @@ SELECT col_type_is('fencing', 'locks', 'expires_at', 'timestamp with time zone',
 -- Every role can use the API (the schema, the functions, the view).
 --------------------------------------------------------------------------------
 SELECT ok(has_schema_privilege('public', 'fencing', 'USAGE'), 'PUBLIC may use schema fencing');
-SELECT ok(has_function_privilege('public', 'fencing.acquire(text, interval, interval)', 'EXECUTE'), 'PUBLIC may execute fencing.acquire');
-SELECT ok(has_function_privilege('public', 'fencing.validate(text, fencing.token)', 'EXECUTE'), 'PUBLIC may execute fencing.validate');
+SELECT ok(has_function_privilege('public', 'fencing.acquire(text, interval, interval, boolean)', 'EXECUTE'), 'PUBLIC may execute fencing.acquire');
+SELECT ok(has_function_privilege('public', 'fencing.validate(text, bigint)', 'EXECUTE'), 'PUBLIC may execute fencing.validate');
 SELECT ok(has_table_privilege('public', 'fencing.locks', 'SELECT'), 'PUBLIC may read fencing.locks');
 
 --------------------------------------------------------------------------------
@@ -149,10 +136,12 @@ SELECT throws_ok($$SELECT 'abc'::fencing.token$$, '22P02', NULL, 'token input ''
 SELECT throws_ok($$SELECT '1.5'::fencing.token$$, '22P02', NULL, 'token input ''1.5'' -> 22P02');
 SELECT throws_ok($$SELECT '12x'::fencing.token$$, '22P02', NULL, 'token input ''12x'' -> 22P02');
 SELECT throws_ok($$SELECT ' '::fencing.token$$, '22P02', NULL, 'token input '' '' -> 22P02');
-SELECT throws_ok($$SELECT '0'::fencing.token$$, '22003', NULL, 'token input ''0'' -> 22003');
+SELECT throws_ok($$SELECT '0'::fencing.token$$, '23514', NULL, 'token input ''0'' -> 23514');
 SELECT throws_ok($$SELECT '9223372036854775808'::fencing.token$$, '22003', NULL, 'token input 2^63 -> 22003');
-SELECT throws_ok($$SELECT 0::fencing.token$$, '22003', NULL, 'integer 0 -> token: 22003');
-SELECT throws_ok($$SELECT (-1)::bigint::fencing.token$$, '22003', NULL, 'bigint -1 -> token: 22003');
+SELECT throws_ok($$SELECT 0::fencing.token$$, '23514', NULL, 'integer 0 -> token: 23514');
+SELECT throws_ok($$SELECT (-1)::bigint::fencing.token$$, '23514', NULL, 'bigint -1 -> token: 23514');
+SELECT throws_ok($$SELECT fencing.use(0)$$, '23514', NULL, 'use(0): 23514');
+SELECT throws_ok($$SELECT fencing.use(NULL)$$, '22004', NULL, 'use(NULL): 22004');
 SELECT throws_ok($$SELECT fencing.acquire('')$$, '22023', NULL, 'acquire(''''): 22023');
 SELECT throws_ok($$SELECT fencing.acquire(repeat('r', 1025))$$, '22023', NULL, 'acquire(1025 bytes): 22023');
 SELECT throws_ok($$SELECT fencing.try_acquire_xact(repeat('r', 1025))$$, '22023', NULL, 'try_acquire_xact(1025 bytes): 22023');
@@ -163,8 +152,8 @@ SELECT throws_ok($$SELECT fencing.release(NULL)$$, '22004', NULL, 'release(NULL)
 SELECT throws_ok($$SELECT fencing.acquire('pgtap:args', wait => '-1s')$$, '22023', NULL, 'negative wait: 22023');
 SELECT throws_ok($$SELECT fencing.acquire('pgtap:args', lease => '0')$$, '22023', NULL, 'zero lease: 22023');
 SELECT throws_ok($$SELECT fencing.acquire_xact('pgtap:args', lease => '-1s')$$, '22023', NULL, 'negative lease: 22023');
-SELECT throws_ok($$SELECT fencing.validate('pgtap:never', 1)$$, 'FN001', NULL, 'validate on a never acquired resource: FN001');
-SELECT throws_ok($$SELECT fencing.validate('pgtap:v', NULL)$$, 'FN001', NULL, 'validate without a token: FN001');
+SELECT throws_ok($$SELECT fencing.validate('pgtap:never', 1)$$, '23T01', NULL, 'validate on a never acquired resource: 23T01');
+SELECT throws_ok($$SELECT fencing.validate('pgtap:v', NULL)$$, '23T01', NULL, 'validate without a token: 23T01');
 
 --------------------------------------------------------------------------------
 -- A few calls.
@@ -175,8 +164,9 @@ INSERT INTO pgtap_tok VALUES ('a1', fencing.acquire('pgtap:a'));
 SELECT ok((SELECT t FROM pgtap_tok WHERE name = 'a1') IS NOT NULL, 'acquire returns a token');
 SELECT results_eq($$SELECT fencing.current('pgtap:a')::bigint$$, $$SELECT t::bigint FROM pgtap_tok WHERE name = 'a1'$$,
                   'current() is the token acquire returned');
-SELECT results_eq($$SELECT fencing.acquire('pgtap:a')::bigint$$, $$SELECT t::bigint FROM pgtap_tok WHERE name = 'a1'$$,
-                  'a nested acquire returns the same token');
+SELECT throws_ok($$SELECT fencing.acquire('pgtap:a')$$, '55006', NULL, 'a plain acquire of a held resource: 55006');
+SELECT results_eq($$SELECT fencing.acquire('pgtap:a', reentrant => true)::bigint$$, $$SELECT t::bigint FROM pgtap_tok WHERE name = 'a1'$$,
+                  'a reentrant acquire returns the same token');
 SELECT results_eq($$SELECT fencing.validate('pgtap:a', t)::bigint FROM pgtap_tok WHERE name = 'a1'$$,
                   $$SELECT t::bigint FROM pgtap_tok WHERE name = 'a1'$$,
                   'validate returns the token while it is held');
@@ -188,12 +178,12 @@ SELECT is(fencing.release('pgtap:a'), true, 'second release');
 SET LOCAL client_min_messages = error;  -- the WARNING of the next release
 SELECT is(fencing.release('pgtap:a'), false, 'a third release finds nothing to release');
 SET LOCAL client_min_messages = warning;
-SELECT throws_ok($$SELECT fencing.validate('pgtap:a', t) FROM pgtap_tok WHERE name = 'a1'$$, 'FN001', NULL,
-                 'validate after release: FN001');
+SELECT throws_ok($$SELECT fencing.validate('pgtap:a', t) FROM pgtap_tok WHERE name = 'a1'$$, '23T01', NULL,
+                 'validate after release: 23T01');
 INSERT INTO pgtap_tok VALUES ('a2', fencing.try_acquire('pgtap:a'));
 SELECT ok((SELECT (SELECT t::bigint FROM pgtap_tok WHERE name = 'a2') > (SELECT t::bigint FROM pgtap_tok WHERE name = 'a1')),
           'the next acquisition is newer');
-SELECT throws_ok($$SELECT fencing.validate('pgtap:a', t) FROM pgtap_tok WHERE name = 'a1'$$, 'FN001', NULL,
+SELECT throws_ok($$SELECT fencing.validate('pgtap:a', t) FROM pgtap_tok WHERE name = 'a1'$$, '23T01', NULL,
                  'the old token is stale while the new one is held');
 SELECT is(fencing.acquire('pgtap:b') IS NOT NULL, true, 'a second resource');
 SELECT is(fencing.release_all(), 2, 'release_all releases both resources');
@@ -205,10 +195,10 @@ SELECT results_eq($$SELECT scope FROM fencing.locks WHERE pid = pg_backend_pid()
                   'the transaction hold shows as transaction scope');
 SELECT is(fencing.release_all(), 0, 'release_all leaves transaction holds alone');
 SELECT is(fencing.acquire('pgtap:m')::bigint > 0, true, 'a token reads back as bigint');
-SELECT is(pg_typeof(fencing.acquire('pgtap:m')::bigint)::text, 'bigint', 'token::bigint is bigint');
+SELECT is(pg_typeof(fencing.acquire('pgtap:m', reentrant => true)::bigint)::text, 'bigint', 'token::bigint is bigint');
 SELECT is(fencing.release_all(), 1, 'release_all after two nested holds counts one resource');
 SELECT is('9223372036854775807'::fencing.token::bigint, 9223372036854775807::bigint, 'largest token round trips through bigint');
-SELECT is(fencing.token_send('258'), '\x0000000000000102'::bytea, 'binary send is int8''s wire format');
+SELECT is(int8send('258'::fencing.token), '\x0000000000000102'::bytea, 'binary send is int8''s wire format');
 
 SELECT * FROM finish();
 ROLLBACK;

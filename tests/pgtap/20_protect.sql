@@ -1,6 +1,6 @@
 -- The enforcement API as pgTAP sees it: fencing.protect,
 -- fencing.unprotect and fencing.enforce with their exact signatures, the
--- view fencing.protected, and the SQLSTATEs of the documented errors (FN001,
+-- view fencing.protected, and the SQLSTATEs of the documented errors (23T01,
 -- 42703, 42804, 42501, 22023). Everything runs in one transaction that is
 -- rolled back. Tables are protected while empty (protect moves the token
 -- counter past the tokens a table holds).
@@ -120,25 +120,25 @@ SELECT is((SELECT count(*)::int FROM pg_trigger
           'existing, created and attached partitions carry the check');
 
 --------------------------------------------------------------------------------
--- FN001: stale writes.
+-- 23T01: stale writes.
 --------------------------------------------------------------------------------
 INSERT INTO t20.acct VALUES (1, 10, 'a');
-SELECT throws_ok($$UPDATE t20.acct SET fence_token = 9 WHERE id = 1$$, 'FN001',
-                 'stale fence token for relation "acct"', 'UPDATE with a lower token: FN001');
-SELECT throws_ok($$UPDATE t20.acct SET fence_token = 10 WHERE id = 1$$, 'FN001',
-                 'stale fence token for relation "acct"', 'UPDATE with an equal token: FN001');
-SELECT throws_ok($$UPDATE t20.acct SET v = 'no token' WHERE id = 1$$, 'FN001',
-                 'stale fence token for relation "acct"', 'UPDATE that does not assign the token: FN001');
-SELECT throws_ok($$INSERT INTO t20.acct VALUES (2, NULL, 'b')$$, 'FN001',
-                 'stale fence token for relation "acct"', 'INSERT without a token: FN001');
+SELECT throws_ok($$UPDATE t20.acct SET fence_token = 9 WHERE id = 1$$, '23T01',
+                 'stale fence token for relation "acct"', 'UPDATE with a lower token: 23T01');
+SELECT throws_ok($$UPDATE t20.acct SET fence_token = 10 WHERE id = 1$$, '23T01',
+                 'stale fence token for relation "acct"', 'UPDATE with an equal token: 23T01');
+SELECT throws_ok($$UPDATE t20.acct SET v = 'no token' WHERE id = 1$$, '23T01',
+                 'stale fence token for relation "acct"', 'UPDATE that does not assign the token: 23T01');
+SELECT throws_ok($$INSERT INTO t20.acct VALUES (2, NULL, 'b')$$, '23T01',
+                 'stale fence token for relation "acct"', 'INSERT without a token: 23T01');
 SELECT throws_ok($$INSERT INTO t20.acct VALUES (1, 5, 'c') ON CONFLICT (id) DO UPDATE SET fence_token = excluded.fence_token$$,
-                 'FN001', 'stale fence token for relation "acct"', 'ON CONFLICT DO UPDATE with a lower token: FN001');
+                 '23T01', 'stale fence token for relation "acct"', 'ON CONFLICT DO UPDATE with a lower token: 23T01');
 SELECT lives_ok($$UPDATE t20.acct SET fence_token = 11 WHERE id = 1$$, 'UPDATE with a higher token is accepted');
 INSERT INTO t20.rev VALUES (1, 500);
-SELECT throws_ok($$UPDATE t20.rev SET etcd_revision = NULL$$, 'FN001', 'stale fence token for relation "rev"',
-                 'bigint column: UPDATE to NULL: FN001');
-SELECT throws_ok($$UPDATE t20.rev SET etcd_revision = 499$$, 'FN001', 'stale fence token for relation "rev"',
-                 'bigint column: lower revision: FN001');
+SELECT throws_ok($$UPDATE t20.rev SET etcd_revision = NULL$$, '23T01', 'stale fence token for relation "rev"',
+                 'bigint column: UPDATE to NULL: 23T01');
+SELECT throws_ok($$UPDATE t20.rev SET etcd_revision = 499$$, '23T01', 'stale fence token for relation "rev"',
+                 'bigint column: lower revision: 23T01');
 SELECT lives_ok($$UPDATE t20.rev SET etcd_revision = 500$$, 'bigint column with allow_equal: equal revision accepted');
 SELECT is((SELECT fence_token::bigint FROM t20.acct WHERE id = 1), 11::bigint, 'the row holds the accepted token');
 
@@ -190,7 +190,7 @@ SELECT throws_ok($$SELECT t20.as_role('t20_other', 'SELECT setval(''fencing.toke
                  '42501', NULL, 'a non-owner may not setval fencing.token_seq: 42501');
 INSERT INTO t20.owned VALUES (1, 10, 'a');
 SELECT throws_ok($$SELECT t20.as_role('t20_other', 'UPDATE t20.owned SET fence_token = 9')$$,
-                 'FN001', 'stale fence token for relation "owned"', 'a writer with a stale token: FN001');
+                 '23T01', 'stale fence token for relation "owned"', 'a writer with a stale token: 23T01');
 SELECT lives_ok($$SELECT t20.as_role('t20_owner', 'SELECT fencing.unprotect(''t20.owned'')')$$, 'the owner may unprotect');
 
 --------------------------------------------------------------------------------

@@ -217,7 +217,7 @@ SELECT fencing.protect('items_a');
 CREATE FUNCTION plpgsql_fence() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF NEW.fence_token IS NULL OR (OLD.fence_token IS NOT NULL AND NEW.fence_token <= OLD.fence_token) THEN
-    RAISE EXCEPTION 'stale fence token for relation "%"', TG_TABLE_NAME USING ERRCODE = 'FN001';
+    RAISE EXCEPTION 'stale fence token for relation "%"', TG_TABLE_NAME USING ERRCODE = '23T01';
   END IF;
   RETURN NEW;
 END $$;

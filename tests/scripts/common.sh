@@ -74,7 +74,7 @@ private_tree() {
   local dest="$1" bindir prefix rel sharedir incdir
   bindir="$(cd "$PGBIN" && pwd -P)"
   sharedir="$("$PGBIN/pg_config" --sharedir)"
-  incdir="$(dirname "$("$PGBIN/pg_config" --includedir-server)")"
+  incdir="$("$PGBIN/pg_config" --includedir)"
   prefix="$(dirname "$bindir")"   # e.g. /usr/lib/postgresql/15
   mkdir -p "$dest"
   for d in "$prefix" "$sharedir" "$incdir"; do

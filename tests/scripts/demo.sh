@@ -12,7 +12,7 @@
 #                in fencing.acquire, gets the lock with a greater token and
 #                writes its summary. A is resumed with SIGCONT and writes its
 #                stale summary through its separate storage connection: the
-#                table, protected by fencing.protect, rejects it (FN001).
+#                table, protected by fencing.protect, rejects it (23T01).
 #   control run  the same story with a classic timed lock (Redis' SET NX PX)
 #                and an unprotected table: A's stale summary silently
 #                overwrites B's.
@@ -216,7 +216,7 @@ p_verdict="WRONG: A's stale summary overwrote B's"
 if ! { [ "$fenced_rc_a" -eq 0 ] && [ "$fenced_rc_b" -eq 0 ] && [ "$f_by" = B ] &&
        [ "$f_rows" = "$fenced_count" ] && [ "$f_total" = "$fenced_sum" ] && [ "$f_token" = "$current_token" ] &&
        [ -n "$token_a" ] && [ "$f_token" = "$token_b" ] && [ "$token_b" -gt "$token_a" ] &&
-       grep -q 'SQLSTATE FN001' "$work/A-fenced.log"; }; then
+       grep -q 'SQLSTATE 23T01' "$work/A-fenced.log"; }; then
   fenced_ok=0; f_verdict="UNEXPECTED (see the log above)"
 fi
 if ! { [ "$plain_rc_a" -eq 0 ] && [ "$plain_rc_b" -eq 0 ] && [ "$p_by" = A ] &&

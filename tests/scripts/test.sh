@@ -111,7 +111,7 @@ tar -C "$FENCING_ROOT" -cf - \
 stage="suites"
 log "running the suites as ${FENCING_USER} (profile $profile)"
 rc=0
-as_user env FENCING_PROFILE="$profile" PGBIN="$PGBIN" bash "$work/repo/tests/scripts/suites.sh" "$work" || rc=$?
+as_user env FENCING_PROFILE="$profile" FENCING_SUITES="${FENCING_SUITES:-}" PGBIN="$PGBIN" bash "$work/repo/tests/scripts/suites.sh" "$work" || rc=$?
 if [ "$rc" -ne 0 ]; then
   echo "FAIL runner/suites.sh (exit status $rc)" >> "$results"
 fi

@@ -133,7 +133,7 @@ is($node->safe_psql('postgres', "SELECT fencing.try_acquire('lease:talk') IS NUL
 	't', 'another session still cannot take the talking holder\'s lock');
 is($talk->query_safe("SELECT fencing.release('lease:talk')"), 't', 'the talking holder releases');
 my (undef, $renew_err) = q_err($talk, "\\set VERBOSITY verbose\nSELECT fencing.renew('lease:talk')");
-like($renew_err, qr/ERROR:\s+FN001:/, 'renew after release raises FN001');
+like($renew_err, qr/ERROR:\s+23T01:/, 'renew after release raises 23T01');
 finish($talk);
 
 # The busy holder: not killed during its 3 s statement.
@@ -165,18 +165,21 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM work_log'), '0',
 # Its client (psql) learns it at its next statement, and gives up.
 $silent_xact->{stdin} .= "SELECT 1;\n";
 eval { $silent_xact->{run}->finish; };
-like($silent_xact->{stderr}, qr/terminating connection due to idle-in-transaction timeout|connection to server was lost/,
+like($silent_xact->{stderr}, qr/terminating connection because its fencing lease of \d+ ms expired|connection to server was lost/,
 	'the silent holder finds its connection ended by the server');
-ok($node->log_contains('terminating connection due to idle-in-transaction timeout'),
-	'server log: idle-in-transaction timeout');
-ok($node->log_contains('terminating connection due to idle-session timeout'), 'server log: idle-session timeout');
+# The server names the lease in the FATAL error it sends and logs (SQLSTATE
+# 25P03 when idle in a transaction, 57P05 when idle).
+ok($node->log_contains('terminating connection because its fencing lease of 1000 ms expired'),
+	'server log: the lease expiry is named');
+ok($node->log_contains('The client sent nothing for longer than the lease while the session held'),
+	'server log: the lease expiry explains itself');
 
 
 # ---- renew ------------------------------------------------------------------
 
-is(sqlstate_of("SELECT fencing.renew('lease:never-held')"), 'FN001', 'renew of a lock not held raises FN001');
-is(sqlstate_of("SELECT fencing.renew('lease:silent-idle')"), 'FN001',
-	'renew of a lock held by another session raises FN001');
+is(sqlstate_of("SELECT fencing.renew('lease:never-held')"), '23T01', 'renew of a lock not held raises 23T01');
+is(sqlstate_of("SELECT fencing.renew('lease:silent-idle')"), '23T01',
+	'renew of a lock held by another session raises 23T01');
 is($node->safe_psql('postgres',
 		"SELECT fencing.renew('lease:none') IS NULL FROM (SELECT fencing.acquire('lease:none')) a"),
 	't', 'renew of a lock without a lease returns NULL');

@@ -16,7 +16,7 @@
 #   - the fenced rows are intact: each row's token is the highest token of
 #     its committed writes (the table and its write log agree), a token some
 #     client received; indexes and heap pass amcheck;
-#   - no client ever had a fenced write rejected (FN001) during the storms:
+#   - no client ever had a fenced write rejected (23T01) during the storms:
 #     a holder's fresh token is always newer than the row's;
 #   - a stale write is rejected.
 # A deterministic case first: the counter's page written out between two of
@@ -234,7 +234,7 @@ for my $cycle (1 .. $cycles)
 	{
 		$received_set{$res}{$_} = 1 for keys %{ $r->{received_set}{$res} };
 	}
-	my $n_fn001 = grep { $_->[0] eq 'FN001' } @{ $r->{errors} };
+	my $n_fn001 = grep { $_->[0] eq '23T01' } @{ $r->{errors} };
 	# Expected: the intended division by zero, and what a crash does to a
 	# session (admin shutdown / crash of another process).
 	my @unexpected = map { $_->[1] } grep { $_->[0] !~ /^(22012|57P0[123]|25P02)$/ } @{ $r->{errors} };
@@ -321,14 +321,14 @@ for my $cycle (1 .. $cycles)
 	# A stale write is rejected.
 	my $row = sql(q{SELECT fence_token FROM fenced WHERE res = 'r0'});
 	my ($rc, $o, $e) = $node->psql($db, "\\set VERBOSITY verbose\nUPDATE fenced SET fence_token = $row WHERE res = 'r0'");
-	like($e, qr/FN001/, "$label: a write with the row's own token is rejected");
+	like($e, qr/23T01/, "$label: a write with the row's own token is rejected");
 
 	push @cycle_notes, sprintf('%s: storm %.1f s, %d received, %d committed, %d rolled back', $label, $storm, $n_recv, $n_commit, $n_abort);
 }
 
 note $_ for @cycle_notes;
 note "total: $cycles crashes ($fpw_off_cycles with full_page_writes=off, $small_window_cycles with log_ahead=16), $total_received tokens received, "
-  . "$total_committed writes committed, $total_aborted rolled back, $total_fn001 FN001, $total_unexpected unexpected errors";
+  . "$total_committed writes committed, $total_aborted rolled back, $total_fn001 23T01, $total_unexpected unexpected errors";
 
 $node->stop;
 done_testing();

@@ -11,7 +11,7 @@
 #     old primary handed out (per resource and overall);
 #   - every write a synchronous client saw committed is there, and
 #     fencing.current(r) >= the token of every committed fenced write;
-#   - a writer still holding an old-primary token is rejected (FN001) on the
+#   - a writer still holding an old-primary token is rejected (23T01) on the
 #     new primary, by validate() and by a protected table.
 #
 # Asynchronous replication, and what can go wrong with it:
@@ -188,15 +188,15 @@ for my $mode (@modes)
 	my $res = 'r0';
 	my $old = $max_old{$res};
 	my ($rc, $o, $e) = $primary->psql($db, "\\set VERBOSITY verbose\nSELECT fencing.validate('$res', $old)");
-	like($e, qr/FN001/, "$label: validate() of the old primary's last token of $res is FN001 on the new primary");
+	like($e, qr/23T01/, "$label: validate() of the old primary's last token of $res is 23T01 on the new primary");
 	my $t_new = $primary->safe_psql($db, qq{SELECT fencing.acquire('$res') AS t \\gset
 UPDATE fenced SET fence_token = :t, writes = writes + 1 WHERE res = '$res';
 SELECT fencing.release('$res') AS released \\gset
 SELECT :t;});
 	($rc, $o, $e) = $primary->psql($db, "\\set VERBOSITY verbose\nUPDATE fenced SET fence_token = $old, writes = writes + 1 WHERE res = '$res'");
-	like($e, qr/FN001/, "$label: the stale writer's write with token $old is rejected (FN001) after a new holder wrote with $t_new");
+	like($e, qr/23T01/, "$label: the stale writer's write with token $old is rejected (23T01) after a new holder wrote with $t_new");
 	($rc, $o, $e) = $primary->psql($db, "\\set VERBOSITY verbose\nINSERT INTO fenced VALUES ('$res', $old, 0) ON CONFLICT (res) DO UPDATE SET fence_token = excluded.fence_token");
-	like($e, qr/FN001/, "$label: also as an upsert");
+	like($e, qr/23T01/, "$label: also as an upsert");
 	is($primary->safe_psql($db, "SELECT fence_token FROM fenced WHERE res = '$res'"), $t_new, "$label: the row keeps the new holder's token");
 
 	$old_primary->teardown_node;

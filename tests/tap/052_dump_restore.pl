@@ -11,7 +11,7 @@
 #   - fencing.protected lists the same tables with the same settings, the
 #     rows are identical, and protection is in place: stale writes (through
 #     the partitioned parent and directly into a partition too) are rejected
-#     with FN001 (or skipped with on_stale = 'skip'), fresh ones accepted.
+#     with 23T01 (or skipped with on_stale = 'skip'), fresh ones accepted.
 # Then DROP EXTENSION is refused while protected tables exist (and while
 # columns of type fencing.token exist); after unprotect + DROP EXTENSION +
 # CREATE EXTENSION the counter does not restart at 1: new tokens are greater
@@ -149,24 +149,24 @@ for my $db (@restored)
 	# Protection in place: stale writes.
 	my $acct1 = sql($db, 'SELECT fence_token FROM acct WHERE id = 1');
 	my ($state) = psql_state($db, "UPDATE acct SET balance = 0, fence_token = $acct1 WHERE id = 1");
-	is($state, 'FN001', "$db: acct: a write with the stored token is rejected");
+	is($state, '23T01', "$db: acct: a write with the stored token is rejected");
 	($state) = psql_state($db, "UPDATE acct SET balance = 0, fence_token = $inflight WHERE id = 1");
 	is($state, '', "$db: acct: the old in-flight token (newer than the row's) is still accepted, as in the source");
 	($state) = psql_state($db, "UPDATE acct SET balance = 0, fence_token = $inflight WHERE id = 1");
-	is($state, 'FN001', "$db: acct: ... but only once");
+	is($state, '23T01', "$db: acct: ... but only once");
 	($state) = psql_state($db, "UPDATE acct SET balance = 0 WHERE id = 2");
-	is($state, 'FN001', "$db: acct: a write without a token is rejected");
+	is($state, '23T01', "$db: acct: a write without a token is rejected");
 	my $eu = sql($db, q{SELECT fence_token FROM events WHERE region = 'eu' AND id = 1});
 	($state) = psql_state($db, "UPDATE events SET payload = 'stale', fence_token = $eu - 1 WHERE region = 'eu' AND id = 1");
-	is($state, 'FN001', "$db: events: a stale write through the partitioned table is rejected");
+	is($state, '23T01', "$db: events: a stale write through the partitioned table is rejected");
 	($state) = psql_state($db, "UPDATE events_eu SET payload = 'stale', fence_token = $eu WHERE id = 2");
-	is($state, 'FN001', "$db: events_eu: a stale write straight into a partition is rejected");
+	is($state, '23T01', "$db: events_eu: a stale write straight into a partition is rejected");
 	($state) = psql_state($db, "UPDATE events SET payload = 'stale', fence_token = $eu WHERE region = 'ap' AND id = 1");
-	is($state, 'FN001', "$db: events_rest (default partition): a stale write is rejected");
+	is($state, '23T01', "$db: events_rest (default partition): a stale write is rejected");
 	($state) = psql_state($db, "DELETE FROM events WHERE region = 'us'");
-	is($state, 'FN001', "$db: events: DELETE without a token is rejected (fence_deletes)");
+	is($state, '23T01', "$db: events: DELETE without a token is rejected (fence_deletes)");
 	($state) = psql_state($db, "INSERT INTO events VALUES ('eu', 99, 'no token', NULL)");
-	is($state, 'FN001', "$db: events: INSERT without a token is rejected");
+	is($state, '23T01', "$db: events: INSERT without a token is rejected");
 	my $rev = sql($db, 'SELECT etcd_rev FROM ext_rev WHERE id = 1');
 	my ($s2, $out) = psql_state($db, "UPDATE ext_rev SET v = 'stale', etcd_rev = $rev - 1 WHERE id = 1 RETURNING id");
 	is("$s2/$out", '/', "$db: ext_rev: a stale write is skipped (on_stale = 'skip')");
@@ -177,7 +177,7 @@ for my $db (@restored)
 
 	# New tokens: greater than every old token of the resource, and than the rows.
 	my $new = sql($db, q{SELECT string_agg(resource || '=' || (fencing.acquire_xact(resource)::bigint > token)::text
-		|| ',' || (fencing.acquire_xact(resource)::bigint > } . $src{max_rows} . q{)::text, ' ' ORDER BY resource)
+		|| ',' || (fencing.acquire_xact(resource, reentrant => true)::bigint > } . $src{max_rows} . q{)::text, ' ' ORDER BY resource)
 		FROM fencing.fence_state});
 	unlike($new, qr/false/, "$db: every resource's next token is greater than its old ones and than every stored row token")
 	  or diag $new;
@@ -189,7 +189,7 @@ for my $db (@restored)
 	($state) = psql_state($db, "UPDATE events SET payload = 'fresh', fence_token = $t WHERE region = 'eu'");
 	is($state, '', "$db: events: a write with the new token is accepted through the parent");
 	($state) = psql_state($db, "BEGIN; SET LOCAL fencing.token = '$t'; DELETE FROM events WHERE region = 'eu' AND id = 4; COMMIT;");
-	is($state, 'FN001', "$db: events: DELETE with fencing.token equal to the stored token is rejected");
+	is($state, '23T01', "$db: events: DELETE with fencing.token equal to the stored token is rejected");
 	$t = sql($db, q{SELECT fencing.acquire('events:eu')});
 	($state) = psql_state($db, "BEGIN; SET LOCAL fencing.token = '$t'; DELETE FROM events WHERE region = 'eu' AND id = 4; COMMIT;");
 	is($state, '', "$db: events: DELETE with a newer fencing.token is accepted");
@@ -214,7 +214,7 @@ is($state, '2BP01', 'DROP EXTENSION is refused while tables are protected (bigin
 like($err, qr/trigger/, 'the error names the fencing triggers');
 is(sql($db, q{SELECT count(*) FROM fencing.protected}), '3', 'nothing was dropped');
 ($state) = psql_state($db, "UPDATE acct SET fence_token = 1 WHERE id = 2");
-is($state, 'FN001', 'the bigint acct is still protected');
+is($state, '23T01', 'the bigint acct is still protected');
 
 # Unprotect everything, drop, create: the counter does not start at 1.
 sql($db, q{SELECT fencing.unprotect(tbl) FROM fencing.protected});
@@ -229,7 +229,7 @@ cmp_ok($f2, '>', $old_max, "after DROP/CREATE EXTENSION: a new resource's first 
 cmp_ok($f1, '>', 1_000_000, 'the counter did not restart at 1');
 sql($db, q{SELECT fencing.protect('acct'); SELECT fencing.protect('events', fence_deletes => true);});
 ($state) = psql_state($db, "UPDATE acct SET balance = 7, fence_token = $inflight WHERE id = 1");
-is($state, 'FN001', 'protected again: an old token is rejected');
+is($state, '23T01', 'protected again: an old token is rejected');
 my $f3 = sql($db, q{SELECT fencing.acquire('acct:3')});
 ($state) = psql_state($db, "UPDATE acct SET balance = 7, fence_token = $f3 WHERE id = 3");
 is($state, '', 'protected again: a new token is accepted');
@@ -252,7 +252,7 @@ sql('ahead', qq{UPDATE zk SET zxid = $ahead WHERE id = 1; SELECT fencing.release
 my $after = sql('ahead', q{SELECT fencing.acquire('zk:1')});
 cmp_ok($after, '>', $ahead, "counter ahead: after DROP/CREATE and protect(), new tokens are greater ($after > $ahead)");
 ($state) = psql_state('ahead', "UPDATE zk SET zxid = $ahead WHERE id = 1");
-is($state, 'FN001', 'counter ahead: the old token is rejected');
+is($state, '23T01', 'counter ahead: the old token is rejected');
 
 {
 	# Without protecting the table again, nothing remembers the old counter:

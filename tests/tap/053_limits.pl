@@ -278,14 +278,14 @@ BEGIN
         PERFORM fencing.release(r);
       WHEN 4 THEN
         t := fencing.try_acquire(r);
-        t := fencing.acquire(r);                      -- nested
+        t := fencing.acquire(r, reentrant => true);   -- nested
         PERFORM fencing.release(r);
         PERFORM fencing.release(r);
       WHEN 5 THEN
-        t := fencing.acquire_xact(r);                 -- ends with the chunk's COMMIT
+        t := fencing.acquire_xact(r, reentrant => true);  -- ends with the chunk's COMMIT
         PERFORM fencing.current(r);
       WHEN 6 THEN
-        t := fencing.try_acquire_xact(r);
+        t := fencing.try_acquire_xact(r, reentrant => true);
       ELSE
         t := fencing.acquire(r, NULL, '10 min');
         PERFORM fencing.release_all();

@@ -129,7 +129,7 @@ sub block_session
 	my $lease = $o{lease} && rand() < $o{lease} ? ", NULL, '1 min'" : '';
 	my $call = $try ? "fencing.try_acquire('$res')" : "fencing.acquire('$res'$lease)";
 	my $nested = $o{nested} && rand() < $o{nested}
-	  ? "SELECT fencing.acquire('$res') = :'tok' AS same \\gset\nSELECT fencing.release('$res') AS released \\gset\n"
+	  ? "SELECT fencing.acquire('$res', reentrant => true) = :'tok' AS same \\gset\nSELECT fencing.release('$res') AS released \\gset\n"
 	  : '';
 	my $validate = $o{validate} ? "SELECT fencing.validate('$res', :tok) IS NOT NULL AS valid \\gset\n" : '';
 	return <<"EOS";

@@ -1,7 +1,7 @@
 // The client scenario in Node.js with node-postgres (run by ../node.sh).
 //
 // Acquire (T1), fenced write with T1, release; a second session acquires
-// (T2 > T1) and writes; the stale write with T1 fails with SQLSTATE FN001.
+// (T2 > T1) and writes; the stale write with T1 fails with SQLSTATE 23T01.
 // Tokens are above 2^53, where a JS number loses precision: they are read as
 // BigInt (a type parser for fencing.token) and sent back as BigInt, which pg
 // sends as its exact decimal text. Never Number(token).
@@ -25,10 +25,10 @@ async function connect() {
   return c;
 }
 
-// fencing.token -> BigInt, for every client of this process.
+// bigint (and so fencing.token, a domain over it) -> BigInt, as for any
+// bigint column: node-postgres returns int8 as a string by default.
 async function registerTokenType(c) {
-  const { rows } = await c.query("SELECT 'fencing.token'::regtype::oid AS oid");
-  pg.types.setTypeParser(Number(rows[0].oid), (text) => BigInt(text));
+  pg.types.setTypeParser(pg.types.builtins.INT8, (text) => BigInt(text));
 }
 
 async function acquire(c, resource) {
@@ -96,14 +96,14 @@ async function main() {
 
   // The stale write with T1 (session 1 still thinks it may write).
   let state = await sqlstateOf(() => fencedWrite(s1, t1, 100));
-  check(state === 'FN001', `stale write with T1 fails with SQLSTATE FN001 (got ${state})`);
+  check(state === '23T01', `stale write with T1 fails with SQLSTATE 23T01 (got ${state})`);
   state = await sqlstateOf(() => s1.query('SELECT fencing.validate($1, $2)', [RESOURCE, t1]));
-  check(state === 'FN001', `validate(T1) fails with SQLSTATE FN001 (got ${state})`);
+  check(state === '23T01', `validate(T1) fails with SQLSTATE 23T01 (got ${state})`);
   ({ rows } = await s1.query('SELECT fencing.validate($1, $2) AS token', [RESOURCE, t2]));
   check(rows[0].token === t2, 'validate(T2) returns T2 exactly');
 
   ({ rows } = await s2.query('SELECT balance, fence_token FROM node_ledger WHERE id = 1'));
-  check(rows[0].fence_token === t2 && rows[0].balance === '200', 'the row holds T2 and only the two fenced writes');
+  check(rows[0].fence_token === t2 && rows[0].balance === 200n, 'the row holds T2 and only the two fenced writes');
   check(await release(s2, RESOURCE) === true, 'T2 released');
   ({ rows } = await s2.query('SELECT count(*)::int AS n FROM fencing.locks WHERE resource = $1', [RESOURCE]));
   check(rows[0].n === 0, 'no fencing lock left');
