@@ -55,6 +55,10 @@ $node->start;
 
 sub sql { my ($db, $q) = @_; return $node->safe_psql($db, $q); }
 
+# Set-up statements commit durably (the server's default is off): what a
+# crash may lose is the counter's business alone, never the test's set-up.
+sub setup { my ($db, $q) = @_; return $node->safe_psql($db, "SET synchronous_commit = on; $q"); }
+
 # One token for $res in $db (a session lock, released at once).
 sub acq
 {
@@ -86,13 +90,13 @@ sub crash
 
 # ---- (a) CREATE DATABASE ------------------------------------------------------------
 
-sql('postgres', 'CREATE DATABASE tpl');
-sql('tpl', 'CREATE EXTENSION fencing');
+setup('postgres', 'CREATE DATABASE tpl');
+setup('tpl', 'CREATE EXTENSION fencing');
 my @tpl_tokens = acq_many('tpl', 'tpl', 20);
 for my $strategy ('WAL_LOG', 'FILE_COPY')
 {
 	my $db = lc "clone_$strategy";
-	sql('postgres', "CREATE DATABASE $db TEMPLATE tpl STRATEGY $strategy");
+	setup('postgres', "CREATE DATABASE $db TEMPLATE tpl STRATEGY $strategy");
 	my @before = (acq($db, 'r'), acq($db, 'r'), acq($db, 'r'), acq_many($db, "$db:x", 5));
 	crash();
 	my @after = (acq($db, 'r'), acq_many($db, "$db:x", 5), acq($db, 'new'));
@@ -103,9 +107,9 @@ for my $strategy ('WAL_LOG', 'FILE_COPY')
 }
 
 # fencing in template1, a plain CREATE DATABASE.
-sql('template1', 'CREATE EXTENSION fencing');
+setup('template1', 'CREATE EXTENSION fencing');
 acq_many('template1', 't1', 10);
-sql('postgres', 'CREATE DATABASE from_template1');
+setup('postgres', 'CREATE DATABASE from_template1');
 {
 	my @before = (acq('from_template1', 'r'), acq('from_template1', 'r'), acq_many('from_template1', 'x', 5));
 	crash();
@@ -113,25 +117,25 @@ sql('postgres', 'CREATE DATABASE from_template1');
 	my ($hi, $lo) = (max_of(@before), min_of(@after));
 	cmp_ok($lo, '>', $hi, "CREATE DATABASE from template1, crash: every later token is greater ($lo > $hi)");
 }
-sql('template1', 'DROP EXTENSION fencing; DROP SCHEMA IF EXISTS fencing');
+setup('template1', 'DROP EXTENSION fencing; DROP SCHEMA IF EXISTS fencing');
 
 # ---- (b) ALTER DATABASE ... SET TABLESPACE ----------------------------------------------
 
 {
 	my $dir = PostgreSQL::Test::Utils::tempdir_short . '/ts';
 	mkdir $dir or die "mkdir $dir: $!";
-	sql('postgres', "CREATE TABLESPACE moved LOCATION '$dir'");
-	sql('postgres', 'CREATE DATABASE mv');
-	sql('mv', 'CREATE EXTENSION fencing');
+	setup('postgres', "CREATE TABLESPACE moved LOCATION '$dir'");
+	setup('postgres', 'CREATE DATABASE mv');
+	setup('mv', 'CREATE EXTENSION fencing');
 	my @before = (acq('mv', 'r'), acq_many('mv', 'x', 10));
-	sql('postgres', 'ALTER DATABASE mv SET TABLESPACE moved');
+	setup('postgres', 'ALTER DATABASE mv SET TABLESPACE moved');
 	push @before, acq('mv', 'r'), acq_many('mv', 'y', 10);
 	crash();
 	my @after = (acq('mv', 'r'), acq_many('mv', 'y', 10));
 	my ($hi, $lo) = (max_of(@before), min_of(@after));
 	cmp_ok($lo, '>', $hi, "ALTER DATABASE SET TABLESPACE, crash: every later token is greater ($lo > $hi)");
 	# And back, with tokens in between, then a crash.
-	sql('postgres', 'ALTER DATABASE mv SET TABLESPACE pg_default');
+	setup('postgres', 'ALTER DATABASE mv SET TABLESPACE pg_default');
 	push @before, @after, acq_many('mv', 'z', 10);
 	crash();
 	@after = (acq('mv', 'r'), acq_many('mv', 'z', 10));
@@ -155,9 +159,9 @@ sub acq_clocked
 }
 
 {
-	sql('postgres', 'CREATE DATABASE jumps');
-	sql('jumps', 'CREATE EXTENSION fencing');
-	sql('postgres', 'ALTER DATABASE jumps SET fencing.log_ahead = 1073741824');
+	setup('postgres', 'CREATE DATABASE jumps');
+	setup('jumps', 'CREATE EXTENSION fencing');
+	setup('postgres', 'ALTER DATABASE jumps SET fencing.log_ahead = 1073741824');
 	my ($max_ahead, $max_cover_ahead, $all_max) = (-1e18, -1e18, 0);
 	my ($fresh_ok, $cycles) = (1, $long ? 12 : 6);
 	my @fresh;
@@ -189,7 +193,7 @@ sub acq_clocked
 	my $old_cover = covered('jumps');
 	$all_max = max_of($all_max, acq_many('jumps', 'last', 5));
 	$old_cover = max_of($old_cover, covered('jumps'));
-	sql('jumps', 'DROP EXTENSION fencing; CREATE EXTENSION fencing');
+	setup('jumps', 'DROP EXTENSION fencing; CREATE EXTENSION fencing');
 	my @new = acq_many('jumps', 'new', 5);
 	cmp_ok(min_of(@new), '>', $all_max, 'DROP/CREATE EXTENSION after crash jumps: new tokens exceed every old one');
 	cmp_ok(min_of(@new), '>', $old_cover,
@@ -198,7 +202,7 @@ sub acq_clocked
 	crash();
 	my @old = acq_many('jumps', 'new', 5);
 	$old_cover = covered('jumps');
-	sql('jumps', 'DROP EXTENSION fencing; CREATE EXTENSION fencing');
+	setup('jumps', 'DROP EXTENSION fencing; CREATE EXTENSION fencing');
 	@new = acq_many('jumps', 'new', 5);
 	cmp_ok(min_of(@new), '>', max_of(@old, $old_cover),
 		'DROP/CREATE EXTENSION right after a crash: new tokens exceed the old counter');
@@ -244,13 +248,13 @@ sub crash_unflushed
 for my $mode ('near the clock', 'far past the clock')
 {
 	my $db = $mode =~ /far/ ? 'unflushed_far' : 'unflushed_near';
-	sql('postgres', "CREATE DATABASE $db");
-	sql($db, 'CREATE EXTENSION fencing; CREATE TABLE far (t bigint)');
-	sql('postgres', "ALTER DATABASE $db SET fencing.log_ahead = 16");
+	setup('postgres', "CREATE DATABASE $db");
+	setup($db, 'CREATE EXTENSION fencing; CREATE TABLE far (t bigint)');
+	setup('postgres', "ALTER DATABASE $db SET fencing.log_ahead = 16");
 	if ($mode =~ /far/)
 	{
 		# An hour ahead of the clock: outside the clock bound.
-		sql($db, q{SELECT fencing.advance_past('far',
+		setup($db, q{SELECT fencing.advance_past('far',
 		  (extract(epoch FROM clock_timestamp()) * 1000000)::bigint + 3600000000)});
 	}
 	my ($ok, $detail) = (1, '');
@@ -268,9 +272,9 @@ for my $mode ('near the clock', 'far past the clock')
 # ---- (e) pg_dump of a counter at the clock bound, restored ----------------------------
 
 {
-	sql('postgres', 'CREATE DATABASE bound_src');
-	sql('bound_src', 'CREATE EXTENSION fencing');
-	sql('postgres', 'ALTER DATABASE bound_src SET fencing.log_ahead = 1073741824');
+	setup('postgres', 'CREATE DATABASE bound_src');
+	setup('bound_src', 'CREATE EXTENSION fencing');
+	setup('postgres', 'ALTER DATABASE bound_src SET fencing.log_ahead = 1073741824');
 	acq_many('bound_src', 'd', 10);
 	crash();
 	my @old = acq_many('bound_src', 'd', 10);
@@ -278,7 +282,7 @@ for my $mode ('near the clock', 'far past the clock')
 	my $file = PostgreSQL::Test::Utils::tempdir . '/bound_src.dump';
 	$node->command_ok([ 'pg_dump', '-d', $node->connstr('bound_src'), '-F', 'c', '-f', $file ],
 		'dump at the clock bound: pg_dump');
-	sql('postgres', 'CREATE DATABASE bound_dst TEMPLATE template0');
+	setup('postgres', 'CREATE DATABASE bound_dst TEMPLATE template0');
 	$node->command_ok([ 'pg_restore', '--exit-on-error', '-d', $node->connstr('bound_dst'), $file ],
 		'dump at the clock bound: pg_restore into a new database');
 	my @new = (acq_many('bound_dst', 'd', 10), acq_many('bound_dst', 'brand-new', 3));
