@@ -16,7 +16,10 @@
 #  (b) the same backup recovered to an earlier point in time (PITR to an
 #      LSN before the last tokens) and promoted;
 #  (c) an asynchronous standby that misses the primary's last tokens and is
-#      promoted after the primary fails.
+#      promoted after the primary fails;
+#  (d) the failed primary, whose last tokens the new one never saw, rewound
+#      with pg_rewind, following the new primary as a standby, then promoted
+#      in its turn after the new primary fails (with its own last tokens).
 #
 # (The clock bound holds across machines as far as their clocks agree: a
 # standby's clock behind the primary's by more than the time between the
@@ -36,6 +39,7 @@ my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1, has_archiving => 1);
 $primary->append_conf('postgresql.conf', q{
 autovacuum = off
+wal_log_hints = on
 fencing.log_ahead = 16
 log_min_messages = warning
 log_statement = none
@@ -125,6 +129,7 @@ $primary->poll_query_until('postgres', qq{SELECT last_archived_wal >= '$segment'
 {
 	my $copy = PostgreSQL::Test::Cluster->new('restored');
 	$copy->init_from_backup($primary, 'b1');
+	$copy->append_conf('postgresql.conf', 'archive_mode = off');    # not into the primary's archive
 	$copy->start;
 	$copy->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()') or die;
 	check_copy($copy, 'base backup taken while acquiring, restored', @issued);
@@ -136,6 +141,7 @@ $primary->poll_query_until('postgres', qq{SELECT last_archived_wal >= '$segment'
 	my $copy = PostgreSQL::Test::Cluster->new('pitr');
 	$copy->init_from_backup($primary, 'b1', has_restoring => 1);
 	$copy->append_conf('postgresql.conf', qq{
+archive_mode = off
 recovery_target_lsn = '$target'
 recovery_target_action = 'promote'
 });
@@ -152,6 +158,7 @@ recovery_target_action = 'promote'
 {
 	my $standby = PostgreSQL::Test::Cluster->new('standby');
 	$standby->init_from_backup($primary, 'b1', has_streaming => 1);
+	$standby->append_conf('postgresql.conf', 'archive_mode = off');
 	$standby->start;
 	push @issued, acq_many($primary, 'replicated', 50);
 	$primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert'));
@@ -167,7 +174,44 @@ recovery_target_action = 'promote'
 	is($standby->safe_psql('postgres', q{SELECT count(*) FROM fencing.fence_state WHERE resource LIKE 'lost:%'}),
 		'0', 'async standby: the primary\'s last tokens did not reach it');
 	check_copy($standby, 'promoted asynchronous standby', @issued);
-	$standby->stop;
+	push @issued, acq_many($standby, 'new-primary', 50);
+
+	# ---- (d) the old primary, rewound, follows the new one and is promoted --------------
+	$standby->safe_psql('postgres', 'CHECKPOINT');
+	my $old = $primary;
+	# The WAL it needs back to the divergence comes from its archive.
+	my $archive = $old->archive_dir;
+	$old->append_conf('postgresql.conf', qq{restore_command = 'cp "$archive/%f" "%p"'});
+	# pg_rewind copies the source's configuration; keep the target's own.
+	my $conf = $old->data_dir . '/postgresql.conf';
+	my $saved = PostgreSQL::Test::Utils::slurp_file($conf);
+	command_ok(
+		[
+			'pg_rewind', '--restore-target-wal', '--target-pgdata', $old->data_dir,
+			'--source-server', $standby->connstr('postgres')
+		],
+		'pg_rewind: the old primary is rewound to the new one');
+	open my $fh, '>', $conf or die "$conf: $!";
+	print $fh $saved;
+	close $fh;
+	unlink $old->data_dir . '/postgresql.auto.conf';
+	$old->enable_streaming($standby);
+	$old->start;
+	push @issued, acq_many($standby, 'followed', 50);
+	$standby->wait_for_catchup($old, 'replay', $standby->lsn('insert'));
+	$old->stop('fast');
+	# The new primary's last tokens (issued at its clock bound) never reach it.
+	$standby->stop('immediate');
+	$standby->start;
+	push @issued, acq_many($standby, 'lost-again', 50);
+	$standby->stop('immediate');
+	$old->start;
+	$old->promote;
+	$old->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()') or die;
+	is($old->safe_psql('postgres', q{SELECT count(*) FROM fencing.fence_state WHERE resource LIKE 'lost%'}),
+		'0', 'pg_rewind: none of the lost tokens reached the rewound primary');
+	check_copy($old, 'rewound old primary, promoted', @issued);
+	$old->stop;
 }
 
 done_testing();
