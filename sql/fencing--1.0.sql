@@ -25,14 +25,18 @@ COMMENT ON DOMAIN fencing.token IS 'fencing token: a strictly increasing 64-bit 
 -------------------------------------------------------------------------------
 CREATE SEQUENCE fencing.token_seq AS bigint MINVALUE 1 NO MAXVALUE START 1 CACHE 1 NO CYCLE;
 
--- The counter starts at the current time in microseconds since 1970, not at 1.
--- A counter created later (CREATE EXTENSION after DROP EXTENSION, or into the
--- database a dump is restored into) thus starts above every token an earlier
--- one issued, as long as that one issued fewer than a million tokens per
--- second on average (the extension issues tens of thousands at most). For the
--- same reason the counter's value is not part of pg_dump's output: the fresh
--- counter of the restored database is already past it, a dumped value would
--- only move it back.
+-- The counter starts at the current time in microseconds since 1970, not at 1,
+-- and the module moves it to the clock + 2 s at its first token: a counter
+-- page the module has not stamped itself (new, copied, restored, replayed, or
+-- from before a restart) starts there. No WAL record of the counter ever
+-- covers more than 2 s past the clock, so no token exceeds the clock at its
+-- issue by more than 2 s. A counter created later (CREATE EXTENSION after DROP
+-- EXTENSION, or into the database a dump is restored into) thus starts above
+-- every token an earlier one issued, however often that one crashed, while
+-- the clock does not go back (src/core/counter.hpp). For the same reason the
+-- counter's value is not part of pg_dump's output: the fresh counter of the
+-- restored database is already past it, a dumped value would only move it
+-- back.
 SELECT pg_catalog.setval('fencing.token_seq',
     GREATEST(1, (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000000)::bigint), false);
 

@@ -12,12 +12,40 @@
 // tokens need it, while the tokens of the second half name the older record,
 // long flushed, as theirs. The PostgreSQL glue (pg/fence_state.cpp) carries
 // the plan out under the page's buffer lock.
+//
+// Two rules make the counter safe against copies and lost WAL, which a page
+// cannot see by itself:
+//
+//  - The clock bound. A record never covers more than kClockLead past the
+//    wall clock (microseconds since 1970) at the time it is written, so no
+//    token ever exceeds the clock at its issue plus kClockLead. A counter that
+//    cannot prove its history (below) starts at clock + kClockLead: above
+//    every token any earlier copy of it issued, while the clock moves forward.
+//  - The stamp. Right after writing a record, the glue stamps the live page
+//    (outside the logged image: replay and copies never carry a valid one)
+//    with what identifies this copy of the page and this run of the server:
+//    the relation file, the timeline, the server's start time, the record's
+//    LSN. Counting down is allowed only on a page whose stamp matches: the
+//    newest record then provably covers this very file and will be replayed
+//    into it after a crash. A page copied (CREATE DATABASE, a tablespace
+//    move), restored (base backup, PITR), replayed (a standby, crash
+//    recovery) or kept across a restart has no matching stamp: it is a fresh
+//    counter and starts at the clock bound.
+//
+// Counters moved by a floor (fencing.advance_past) more than kClockLead
+// beyond the clock bound are outside it: they log ahead as before and are
+// protected by their WAL alone.
 #pragma once
 #include "core/no_postgres.hpp"
 
 #include <cstdint>
 
 namespace fencing::core {
+
+// How far the counter's covered value (what a crash resumes at) may run ahead
+// of the wall clock, in microseconds (2 s); a fresh counter starts this far
+// ahead.
+inline constexpr std::int64_t kClockLead = 2'000'000;
 
 // A WAL record of the counter: where it ends (an LSN) and the value it covers.
 struct CounterRecord {
@@ -31,12 +59,33 @@ struct CounterPage {
     std::int64_t log_cnt = 0;     // values left under the newest record
     bool is_called = false;
     std::uint64_t lsn = 0;        // end of the newest record
+    // Whether the page's stamp matches (stamp_vouches): its newest record was
+    // written by this server run for this very file.
+    bool vouched = true;
 };
+
+// What the glue writes beside the counter on the live page after each
+// record, and what it expects there.
+struct CounterStamp {
+    std::uint32_t magic = 0;  // kStampMagic when written
+    std::uint32_t tablespace = 0, database = 0, relfile = 0;
+    std::uint32_t timeline = 0;
+    std::uint32_t reserved = 0;
+    std::int64_t server_start = 0;  // the postmaster's start time
+    std::uint64_t lsn = 0;          // end of the record written just before the stamp
+};
+inline constexpr std::uint32_t kStampMagic = 0x434e4546;  // "FENC"
+
+// Whether the stamp found on a page (`on_page`) vouches for it: written
+// after the page's newest record (`page_lsn`), for the same file, on the same
+// timeline, by the same server run as `here` (whose lsn is ignored).
+bool stamp_vouches(const CounterStamp& on_page, const CounterStamp& here, std::uint64_t page_lsn) noexcept;
 
 enum class CounterAction {
     count_down,  // hand out without WAL
     log_now,     // nothing replayable covers the token: log, and the token waits for that record
     log_ahead,   // hand out under the current record, and log the next one now
+    wait_for_clock,  // the token would run past the clock bound: wait wait_us, then plan again
 };
 
 enum class CounterStatus { ok, exhausted };
@@ -49,13 +98,16 @@ struct CounterPlan {
     // count_down / log_ahead: the record the token waits for. log_now: the
     // new record, whose LSN only the caller learns.
     CounterRecord covering;
+    std::int64_t wait_us = 0;  // wait_for_clock: how long
 };
 
 // The plan for the next token, greater than `floor` too. `redo` is the redo
 // point of the current checkpoint; `before` a record older than the page's
-// newest that the caller saw (lsn 0 when none); `log_ahead` >= 2.
+// newest that the caller saw (lsn 0 when none); `log_ahead` >= 2 the most
+// values one record covers; `clock_us` the wall clock in microseconds since
+// 1970.
 CounterPlan plan_next_token(const CounterPage& page, std::int64_t floor, std::uint64_t redo,
-                            const CounterRecord& before, std::int64_t log_ahead) noexcept;
+                            const CounterRecord& before, std::int64_t log_ahead, std::int64_t clock_us) noexcept;
 
 // The newest two records a backend has seen of the counter.
 class SeenRecords {

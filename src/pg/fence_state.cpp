@@ -319,6 +319,15 @@ void check_sync_standby_required() {
 // recovery replays nothing older. So the first change after a checkpoint is
 // always logged, as for sequences (torn-page safety too), and the token it
 // hands out waits for that record's flush: one wait per checkpoint.
+//
+// A page can also be copied or restored without its records: CREATE DATABASE
+// (the WAL_LOG strategy logs the copy with a new LSN), tablespace moves, base
+// backups and PITR, standbys. Right after each record, the page is therefore
+// stamped (CounterStamp, in the unused space between the line pointers and
+// the tuple, which the logged image leaves zero) with its relation file, the
+// timeline, the server's start time and the record's LSN. Only a page whose
+// stamp matches counts down; any other starts over as a fresh counter at the
+// clock bound (core/counter.hpp), above every token a copy of it issued.
 // ---------------------------------------------------------------------------
 Form_pg_sequence_data sequence_tuple(Page page) {
     ItemId lp = PageGetItemId(page, FirstOffsetNumber);
@@ -328,8 +337,52 @@ Form_pg_sequence_data sequence_tuple(Page page) {
     return reinterpret_cast<Form_pg_sequence_data>(reinterpret_cast<char*>(htup) + htup->t_hoff);
 }
 
+// Where the stamp lives: the start of the page's free space, if it fits.
+char* stamp_slot(Page page) {
+    PageHeader h = reinterpret_cast<PageHeader>(page);
+    std::size_t at = MAXALIGN(h->pd_lower);
+    if (h->pd_upper < at || h->pd_upper - at < sizeof(core::CounterStamp) || h->pd_upper > BLCKSZ) return nullptr;
+    return reinterpret_cast<char*>(page) + at;
+}
+
+// The stamp this backend would write on the counter's page (lsn left 0).
+core::CounterStamp stamp_here(Relation rel) {
+    core::CounterStamp s;
+    s.magic = core::kStampMagic;
+#if PG_VERSION_NUM >= 160000
+    s.tablespace = rel->rd_locator.spcOid;
+    s.database = rel->rd_locator.dbOid;
+    s.relfile = rel->rd_locator.relNumber;
+#else
+    s.tablespace = rel->rd_node.spcNode;
+    s.database = rel->rd_node.dbNode;
+    s.relfile = rel->rd_node.relNode;
+#endif
+#if PG_VERSION_NUM >= 150000
+    s.timeline = GetWALInsertionTimeLine();
+#else
+    s.timeline = ThisTimeLineID;
+#endif
+    s.server_start = PgStartTime;
+    return s;
+}
+
+bool page_vouched(Relation rel, Page page) {
+    const char* slot = stamp_slot(page);
+    if (slot == nullptr) return false;
+    core::CounterStamp on_page;
+    memcpy(&on_page, slot, sizeof on_page);
+    return core::stamp_vouches(on_page, stamp_here(rel), PageGetLSN(page));
+}
+
+// The wall clock in microseconds since 1970 (the unit of the clock bound).
+std::int64_t clock_us() {
+    return GetCurrentTimestamp() + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+}
+
 // WAL-logs the counter page as it must be after a crash: covering `covered`.
-// Then puts the page at `token` (handed out), counting down to `covered`.
+// Then puts the page at `token` (handed out), counting down to `covered`, and
+// stamps it.
 Record log_counter(Relation rel, Buffer buf, std::int64_t token, std::int64_t covered) {
     // A full page image: redo always restores it, whatever the LSN of the
     // page on disk. (A delta record would be skipped for a page that was
@@ -345,11 +398,16 @@ Record log_counter(Relation rel, Buffer buf, std::int64_t token, std::int64_t co
     // Applies the copy to the buffer, marks it dirty, WAL-logs it and sets
     // the page LSN, all in a critical section.
     XLogRecPtr lsn = GenericXLogFinish(state);
-    Form_pg_sequence_data seq_data = sequence_tuple(BufferGetPage(buf));
+    Page page = BufferGetPage(buf);
+    Form_pg_sequence_data seq_data = sequence_tuple(page);
+    core::CounterStamp stamp = stamp_here(rel);
+    stamp.lsn = lsn;
+    char* slot = stamp_slot(page);
     START_CRIT_SECTION();
     seq_data->last_value = token;
     seq_data->log_cnt = covered - token;
     seq_data->is_called = true;
+    if (slot != nullptr) memcpy(slot, &stamp, sizeof stamp);
     MarkBufferDirty(buf);
     END_CRIT_SECTION();
     return Record{lsn, covered};
@@ -374,14 +432,27 @@ Issued next_counter_value(Oid seq, std::int64_t floor) {
     Relation rel = relation_open(seq, RowExclusiveLock);
     if (rel->rd_rel->relkind != RELKIND_SEQUENCE || !RelationNeedsWAL(rel))
         ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.token_seq is not a logged sequence")));
-    Buffer buf = ReadBuffer(rel, 0);
-    LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-    Page page = BufferGetPage(buf);
-    Form_pg_sequence_data seq_data = sequence_tuple(page);
-
-    const core::CounterPage state{seq_data->last_value, seq_data->log_cnt, seq_data->is_called, PageGetLSN(page)};
-    seen.observe(Record{state.lsn, state.is_called ? state.last_value + state.log_cnt : state.last_value});
-    const core::CounterPlan plan = core::plan_next_token(state, floor, GetRedoRecPtr(), seen.before(), log_ahead());
+    Buffer buf;
+    Form_pg_sequence_data seq_data;
+    core::CounterPage state;
+    core::CounterPlan plan;
+    for (;;) {
+        buf = ReadBuffer(rel, 0);
+        LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+        Page page = BufferGetPage(buf);
+        seq_data = sequence_tuple(page);
+        state = core::CounterPage{seq_data->last_value, seq_data->log_cnt, seq_data->is_called, PageGetLSN(page),
+                                  page_vouched(rel, page)};
+        if (state.vouched)
+            seen.observe(Record{state.lsn, state.is_called ? state.last_value + state.log_cnt : state.last_value});
+        plan = core::plan_next_token(state, floor, GetRedoRecPtr(), seen.before(), log_ahead(), clock_us());
+        if (plan.action != core::CounterAction::wait_for_clock) break;
+        // The counter is at the clock bound: wait (without the buffer lock)
+        // for the clock to move past it.
+        UnlockReleaseBuffer(buf);
+        pg_usleep(plan.wait_us < 100000 ? plan.wait_us : 100000);
+        CHECK_FOR_INTERRUPTS();
+    }
     if (plan.status == core::CounterStatus::exhausted) {
         UnlockReleaseBuffer(buf);
         relation_close(rel, NoLock);
@@ -402,6 +473,8 @@ Issued next_counter_value(Oid seq, std::int64_t floor) {
             XLogSetAsyncXactLSN(next.lsn);
             break;
         }
+        case core::CounterAction::wait_for_clock:
+            pg_unreachable();
         case core::CounterAction::count_down:
             START_CRIT_SECTION();
             seq_data->last_value = plan.token;

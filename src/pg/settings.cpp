@@ -59,8 +59,8 @@ void define_settings() {
         &require_sync_standby_value, false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
     DefineCustomIntVariable(
         "fencing.log_ahead", "Number of fence tokens one WAL record of the token counter covers.",
-        "The counter WAL-logs this many values ahead and writes its next record when half are used. "
-        "After a crash, tokens resume above the covered value, so they jump by up to this much.",
+        "The counter WAL-logs this many values ahead and writes its next record when half are used; "
+        "no record covers more than 2 s past the wall clock in microseconds, whatever this says.",
         &log_ahead_value, 1 << 20, 16, 1 << 30, PGC_SUSET, 0, nullptr, nullptr, nullptr);
 #if PG_VERSION_NUM >= 150000
     MarkGUCPrefixReserved("fencing");
