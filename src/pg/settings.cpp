@@ -59,11 +59,7 @@ void define_settings() {
         "The counter WAL-logs this many values ahead and writes its next record when half are used. "
         "After a crash, tokens resume above the covered value, so they jump by up to this much.",
         &log_ahead_value, 1 << 20, 16, 1 << 30, PGC_SUSET, 0, nullptr, nullptr, nullptr);
-#if PG_VERSION_NUM >= 150000
-    MarkGUCPrefixReserved("fencing");
-#else
-    EmitWarningsOnPlaceholders("fencing");
-#endif
+    compat::reserve_guc_prefix("fencing");
 }
 
 }  // namespace fencing::pg

@@ -33,7 +33,7 @@ FENCING_FUNCTION(fencing_token_in) {
     const char* text = PG_GETARG_CSTRING(0);
     core::ParseResult r = core::parse_token(text, strlen(text));
     if (r.status != core::ParseStatus::ok) {
-#if PG_VERSION_NUM >= 160000
+#if FENCING_HAS_SOFT_ERRORS
         // Soft errors for pg_input_is_valid() and friends.
         if (fcinfo->context && IsA(fcinfo->context, ErrorSaveContext)) {
             if (r.status == core::ParseStatus::syntax)
