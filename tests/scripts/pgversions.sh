@@ -223,13 +223,8 @@ pgv_packages() {
 # pgv_fetch MAJOR: fetches and extracts MAJOR (once; cached) and prints its
 # bin directory. Fails loudly (non-zero, with the reason) when it cannot.
 pgv_fetch() {
-  local major="$1" suites last dir root stamp pkgs=() p deb ld f rpath bindir
-  suites="$(pgv_suites "$major")" || { pgv_log "no Debian release known for PostgreSQL $major"; return 1; }
-  last="${suites##* }"
-  root="$PGV_CACHE/pg$major"
-  stamp="$root/.complete"
-  bindir="$root/usr/lib/postgresql/$major/bin"
-  if [ -f "$stamp" ] && [ -x "$bindir/pg_config" ]; then
+  local major="$1" bindir="$PGV_CACHE/pg$1/usr/lib/postgresql/$1/bin"
+  if [ -f "$PGV_CACHE/pg$major/.complete" ] && [ -x "$bindir/pg_config" ]; then
     echo "$bindir"
     return 0
   fi
@@ -237,10 +232,31 @@ pgv_fetch() {
     pgv_log "PostgreSQL $major is not in $PGV_CACHE yet: fetch it as root"
     return 1
   fi
-  command -v patchelf >/dev/null || { pgv_log "patchelf is missing"; return 1; }
   umask 022
   mkdir -p "$PGV_CACHE"
   chmod 755 "$PGV_CACHE"
+  # One fetch at a time: test runs of several checkouts share the cache.
+  (
+    flock -w 1800 9 || { pgv_log "timed out waiting for $PGV_CACHE/.lock"; exit 1; }
+    pgv_fetch_locked "$major"
+  ) 9>"$PGV_CACHE/.lock"
+}
+
+pgv_fetch_locked() {
+  local major="$1" suites last dir root stamp pkgs=() p deb ld f rpath bindir topt=()
+  suites="$(pgv_suites "$major")" || { pgv_log "no Debian release known for PostgreSQL $major"; return 1; }
+  last="${suites##* }"
+  # An overlay suite (experimental) only wins when asked for; in a release,
+  # the newest version of its suites (point release, -updates, -security).
+  [ "$last" = "$suites" ] || topt=(-t "$last")
+  root="$PGV_CACHE/pg$major"
+  stamp="$root/.complete"
+  bindir="$root/usr/lib/postgresql/$major/bin"
+  if [ -f "$stamp" ] && [ -x "$bindir/pg_config" ]; then
+    echo "$bindir"
+    return 0
+  fi
+  command -v patchelf >/dev/null || { pgv_log "patchelf is missing"; return 1; }
   dir="$(pgv_apt_dir "$suites")" || return 1
   mapfile -t pkgs < <(pgv_packages "$dir" "$major") || return 1
   [ ${#pkgs[@]} -gt 0 ] || return 1
@@ -251,7 +267,7 @@ pgv_fetch() {
     for p in "${pkgs[@]}"; do
       ls "${p}"_*.deb >/dev/null 2>&1 || missing+=("$p")
     done
-    [ ${#missing[@]} -eq 0 ] || pgv_apt "$dir" download -qq ${last:+-t "$last"} "${missing[@]}" >"$dir/download.log" 2>&1 ||
+    [ ${#missing[@]} -eq 0 ] || pgv_apt "$dir" download -qq "${topt[@]}" "${missing[@]}" >"$dir/download.log" 2>&1 ||
       { cat "$dir/download.log" >&2; exit 1; }
   ) || { pgv_log "downloading PostgreSQL $major failed"; return 1; }
   rm -rf "$root"
