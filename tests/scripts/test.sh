@@ -14,8 +14,8 @@
 # "17 18"), fetched from another Debian release (tests/scripts/pgversions.sh;
 # cached in /var/cache/fencing-pg), the module is built against that major's
 # headers ("pgNN/compile") and installed into a private copy of it, and the
-# pg_regress, isolation and pgTAP suites run on a throwaway cluster of it
-# ("pgNN/<suite>/<name>"). For each major of FENCING_PG_COMPILE_ONLY (default
+# pg_regress, isolation, pgTAP and TAP suites and `make installcheck` run on
+# a throwaway cluster of it ("pgNN/<suite>/<name>"). For each major of FENCING_PG_COMPILE_ONLY (default
 # "19") the module is only built ("pgNN/compile"). A major whose packages
 # cannot be fetched is a failure ("pgNN/fetch").
 #
@@ -157,7 +157,7 @@ other_major() {
   fi
   [ "$(id -u)" -eq 0 ] && chown -R "$FENCING_USER" "$dir/repo" && chown "$FENCING_USER" "$dir"
   log "PostgreSQL $major: running the suites as ${FENCING_USER}"
-  as_user env FENCING_PROFILE="$profile" PGBIN="$pgbin" FENCING_SUITES="regress isolation pgtap" \
+  as_user env FENCING_PROFILE="$profile" PGBIN="$pgbin" FENCING_SUITES="regress isolation pgtap tap installcheck" \
       bash "$dir/repo/tests/scripts/suites.sh" "$dir" || rc=$?
   if [ -f "$dir/results.txt" ]; then
     sed -E "s#^(PASS|FAIL) #\1 pg$major/#" "$dir/results.txt" >> "$results"
