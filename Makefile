@@ -39,6 +39,12 @@ ifneq ($(wildcard $(PGXS)),)
 override with_llvm = no
 override autodepend = yes
 include $(PGXS)
+# PGXS installs DOCS under their file names but uninstalls them by their
+# path in this tree (docs/fencing.md): remove the installed file itself.
+uninstall: uninstall-fencing-docs
+.PHONY: uninstall-fencing-docs
+uninstall-fencing-docs:
+	rm -f '$(DESTDIR)$(docdir)/$(docmoduledir)/fencing.md'
 else
 all:
 	@echo "pg_config / PGXS not found: install postgresql-server-dev-15 (make test and make demo do it for you)" >&2
