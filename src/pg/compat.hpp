@@ -3,8 +3,8 @@
 // PG_VERSION_NUM themselves. Included by pg/pg.hpp, after PostgreSQL's
 // headers.
 //
-// Supported: PostgreSQL 13 to 19, each from a minimum minor release on
-// (docs/install.md):
+// Builds against PostgreSQL 13 to 19 (tested: 15, 17, 18; 19 compiles; see
+// docs/install.md), each from a minimum minor release on:
 //
 //   13.17, 14.14, 15.9, 16.5, 17.1: the first minor releases of their majors
 //   with systable_inplace_update_begin/finish/cancel, the locking in-place
