@@ -15,11 +15,14 @@ PG_SRCS   = $(wildcard src/pg/*.cpp)
 OBJS      = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 
 DATA      = sql/fencing--$(EXTVERSION).sql
-DOCS      = README.md
+# Installed as <docdir>/extension/fencing.md: a name of our own in the
+# shared documentation directory (a copy of README.md, made by the build).
+DOCS      = docs/fencing.md
 
 # pg_regress: every sql/*.sql except the install script, in name order.
 REGRESS      = $(sort $(patsubst sql/%.sql,%,$(filter-out sql/fencing--%,$(wildcard sql/*.sql))))
-REGRESS_OPTS = --inputdir=. --load-extension=fencing
+# Each test creates the extension itself (00_smoke creates and drops it).
+REGRESS_OPTS = --inputdir=.
 ISOLATION      = $(sort $(patsubst tests/isolation/specs/%.spec,%,$(wildcard tests/isolation/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=tests/isolation --load-extension=fencing
 
@@ -27,7 +30,7 @@ PG_CPPFLAGS = -I$(srcdir)/src -DFENCING_VERSION='"$(EXTVERSION)"'
 PG_CXXFLAGS = -std=c++17 -fvisibility=hidden -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register
 SHLIB_LINK  = -lstdc++
 
-EXTRA_CLEAN = tests/unit/unit_tests results regression.diffs regression.out tests/isolation/output_iso
+EXTRA_CLEAN = tests/unit/unit_tests results regression.diffs regression.out tests/isolation/output_iso docs/fencing.md
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
@@ -36,11 +39,21 @@ ifneq ($(wildcard $(PGXS)),)
 override with_llvm = no
 override autodepend = yes
 include $(PGXS)
+# PGXS installs DOCS under their file names but uninstalls them by their
+# path in this tree (docs/fencing.md): remove the installed file itself.
+uninstall: uninstall-fencing-docs
+.PHONY: uninstall-fencing-docs
+uninstall-fencing-docs:
+	rm -f '$(DESTDIR)$(docdir)/$(docmoduledir)/fencing.md'
 else
 all:
 	@echo "pg_config / PGXS not found: install postgresql-server-dev-15 (make test and make demo do it for you)" >&2
 	@exit 1
 endif
+
+all: docs/fencing.md
+docs/fencing.md: README.md
+	cp $< $@
 
 # ---- pure C++ unit tests (GoogleTest), no PostgreSQL header involved -------
 UNIT_SRCS = $(wildcard tests/unit/*.cpp)

@@ -119,14 +119,8 @@ std::int32_t now_seconds() {
 }
 
 // In-place updates of the resource row: a small heap "inplace" WAL record
-// carrying just the tuple (no page image, no transaction id, no commit).
-// Minor releases from 13.17/14.14/15.9/16.5/17.1 on have the locking
-// systable_inplace_update_* API; older ones only heap_inplace_update.
-#if PG_VERSION_NUM >= 170001 || (PG_VERSION_NUM >= 160005 && PG_VERSION_NUM < 170000) ||   \
-    (PG_VERSION_NUM >= 150009 && PG_VERSION_NUM < 160000) ||                                \
-    (PG_VERSION_NUM >= 140014 && PG_VERSION_NUM < 150000) || (PG_VERSION_NUM >= 130017 && PG_VERSION_NUM < 140000)
-#define FENCING_SYSTABLE_INPLACE 1
-#endif
+// carrying just the tuple (no page image, no transaction id, no commit),
+// under the buffer lock (compat.hpp: the minimum minor releases).
 
 void check_resource_text(HeapTuple tup, TupleDesc d, std::uint64_t key, const char* resource, int len) {
     bool isnull = false;
@@ -170,10 +164,9 @@ Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char*
                          std::int64_t token, std::int32_t granted_at, std::int32_t lease_ms, std::int64_t* stored) {
     ScanKeyData skey;
     ScanKeyInit(&skey, kAttKey, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(static_cast<std::int64_t>(key)));
-#ifdef FENCING_SYSTABLE_INPLACE
     HeapTuple old = nullptr;
     void* state = nullptr;
-    systable_inplace_update_begin(rel, index, true, SnapshotSelf, 1, &skey, &old, &state);
+    compat::inplace_update_begin(rel, index, &skey, &old, &state);
     if (old == nullptr) return Recorded::missing;
     bool behind = false;
     PG_TRY();
@@ -185,36 +178,18 @@ Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char*
     }
     PG_CATCH();
     {
-        systable_inplace_update_cancel(state);
+        compat::inplace_update_cancel(state);
         PG_RE_THROW();
     }
     PG_END_TRY();
     if (behind) {
-        systable_inplace_update_cancel(state);
+        compat::inplace_update_cancel(state);
         heap_freetuple(old);
         return Recorded::behind;
     }
-    systable_inplace_update_finish(state, old);
+    compat::inplace_update_finish(state, old);
     heap_freetuple(old);
     return Recorded::updated;
-#else
-    Found f = lookup(rel, index, key, resource, len);
-    if (!f.found) return Recorded::missing;
-    *stored = f.row.token;
-    if (f.row.token >= token) return Recorded::behind;
-    HeapTupleData probe;
-    probe.t_self = f.tid;
-    Buffer buf;
-    if (!heap_fetch(rel, SnapshotAny, &probe, &buf, false))
-        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fence state row of key %lld vanished",
-                                                                  static_cast<long long>(key))));
-    HeapTuple copy = heap_copytuple(&probe);
-    ReleaseBuffer(buf);
-    overwrite_fields(copy, key, token, granted_at, lease_ms);
-    heap_inplace_update(rel, copy);
-    heap_freetuple(copy);
-    return Recorded::updated;
-#endif
 }
 
 // First acquisition of a resource: insert its row. The tuple is inserted
@@ -236,32 +211,15 @@ void insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource
     IndexInfo* info = BuildIndexInfo(irel);
     Datum ivalues[1] = {values[kAttKey - 1]};
     bool inulls[1] = {false};
-#if PG_VERSION_NUM >= 140000
-    index_insert(irel, ivalues, inulls, &tup->t_self, rel, UNIQUE_CHECK_YES, false, info);
-#else
-    index_insert(irel, ivalues, inulls, &tup->t_self, rel, UNIQUE_CHECK_YES, info);
-#endif
+    compat::index_insert_unique(irel, ivalues, inulls, &tup->t_self, rel, info);
     index_close(irel, RowExclusiveLock);
     heap_freetuple(tup);
 }
 
-// Whether synchronous standbys are configured (the checkpointer's view, as
-// SyncRepWaitForLSN uses it). The field changed shape in minor releases.
-bool sync_standbys_defined() {
-    if (max_wal_senders <= 0 || WalSndCtl == nullptr) return false;
-#ifdef SYNC_STANDBY_DEFINED
-    return (WalSndCtl->sync_standbys_status & SYNC_STANDBY_DEFINED) != 0;
-#else
-    return WalSndCtl->sync_standbys_defined;
-#endif
-}
+// Whether synchronous standbys are configured (synchronous_standby_names).
+bool sync_standbys_defined() { return compat::sync_standbys_configured(); }
 
-bool sync_standby_confirmed(XLogRecPtr lsn) {
-    LWLockAcquire(SyncRepLock, LW_SHARED);
-    bool ok = WalSndCtl->lsn[SYNC_REP_WAIT_FLUSH] >= lsn;
-    LWLockRelease(SyncRepLock);
-    return ok;
-}
+bool sync_standby_confirmed(XLogRecPtr lsn) { return compat::sync_standbys_flushed() >= lsn; }
 
 // The token must be durable before it leaves the backend: locally, and on
 // synchronous standbys where they are configured, whatever this session's
@@ -285,7 +243,7 @@ void make_durable(XLogRecPtr lsn) {
 
 void check_sync_standby_required() {
     if (!require_sync_standby()) return;
-    bool defined = sync_standbys_defined() && SyncRepStandbyNames != nullptr && SyncRepStandbyNames[0] != '\0';
+    bool defined = sync_standbys_defined();
     if (!defined)
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                         errmsg("fencing.require_sync_standby is on but no synchronous standby is configured"),

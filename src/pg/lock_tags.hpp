@@ -38,11 +38,7 @@ inline LOCKTAG token_tag(std::int64_t token) {
 }
 
 inline bool held_by_me(const LOCKTAG& tag, LOCKMODE mode) {
-#if PG_VERSION_NUM >= 170000
-    return LockHeldByMe(&tag, mode, false);
-#else
-    return LockHeldByMe(&tag, mode);
-#endif
+    return compat::lock_held_by_me(&tag, mode);
 }
 
 }  // namespace fencing::pg

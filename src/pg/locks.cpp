@@ -108,11 +108,9 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
     Resource r = resource_arg(fcinfo, 0);
     std::int64_t wait_ms = try_only ? 0 : interval_ms_arg(fcinfo, 1, "wait", true);
     std::int64_t lease_ms = try_only ? -1 : interval_ms_arg(fcinfo, 2, "lease", false);
-#if PG_VERSION_NUM < 140000
-    if (lease_ms > 0)
+    if (!compat::has_idle_session_timeout && lease_ms > 0)
         ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("fencing leases need PostgreSQL 14 or later"),
                         errdetail("Leases are enforced with idle_session_timeout, which PostgreSQL 13 lacks.")));
-#endif
     if (lease_ms < 0) lease_ms = 0;
     const bool reentrant = bool_arg(fcinfo, try_only ? 1 : 3, "reentrant");
 
@@ -332,11 +330,7 @@ FENCING_FUNCTION(fencing_resource_key) {
 FENCING_FUNCTION(fencing_advance_past) {
     return guarded("fencing.advance_past", [&]() -> Datum {
         Oid relid = PG_GETARG_OID(0);
-#if PG_VERSION_NUM >= 160000
-        bool owner = object_ownercheck(RelationRelationId, relid, GetUserId());
-#else
-        bool owner = pg_class_ownercheck(relid, GetUserId());
-#endif
+        bool owner = compat::is_relation_owner(relid, GetUserId());
         if (!owner)
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                             errmsg("must be owner of table %s", get_rel_name(relid))));

@@ -9,6 +9,17 @@
 #define PGDLLEXPORT __attribute__((visibility("default")))
 #endif
 
+// Headers of a release built with glibc 2.38 or later assume that
+// <string.h> declares strlcpy/strlcat (HAVE_DECL_STRLCPY), which glibc only
+// does from 2.38 on. When such headers are compiled against an older glibc
+// (e.g. the headers of a newer Debian release on Debian 12), declare them:
+// the release's own libc provides them at run time.
+#include <string.h>
+#if defined(__GLIBC__) && !__GLIBC_PREREQ(2, 38)
+extern "C" size_t strlcpy(char* dst, const char* src, size_t siz);
+extern "C" size_t strlcat(char* dst, const char* src, size_t siz);
+#endif
+
 extern "C" {
 #include "postgres.h"
 
@@ -32,7 +43,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "nodes/bitmapset.h"
 #include "replication/syncrep.h"
-#include "replication/walsender_private.h"
+#include "replication/walsender.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
@@ -51,9 +62,8 @@ extern "C" {
 #include "utils/timestamp.h"
 }
 
-#if PG_VERSION_NUM < 130000
-#error "fencing needs PostgreSQL 13 or later"
-#endif
+// Every difference between PostgreSQL releases (and the minimum releases).
+#include "pg/compat.hpp"
 
 // SQLSTATE 23T01, condition name stale_fence_token: a stale fence token. Class
 // 23 (integrity constraint violation), so that drivers that map SQLSTATE

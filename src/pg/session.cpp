@@ -91,24 +91,19 @@ void apply_leases() noexcept {
         if (!saved.active) {
             saved.active = true;
             saved.idle_in_xact = IdleInTransactionSessionTimeout;
-#if PG_VERSION_NUM >= 140000
-            saved.idle_session = IdleSessionTimeout;
-#endif
+            saved.idle_session = compat::idle_session_timeout();
         }
         int v = static_cast<int>(lease);
         saved.applied = v;
         IdleInTransactionSessionTimeout = min_positive(saved.idle_in_xact, v);
-#if PG_VERSION_NUM >= 140000
-        IdleSessionTimeout = min_positive(saved.idle_session, v);
-#endif
+        if (compat::has_idle_session_timeout) compat::set_idle_session_timeout(min_positive(saved.idle_session, v));
         return;
     }
     if (!saved.active) return;
     if (IdleInTransactionSessionTimeout == min_positive(saved.idle_in_xact, saved.applied))
         IdleInTransactionSessionTimeout = saved.idle_in_xact;
-#if PG_VERSION_NUM >= 140000
-    if (IdleSessionTimeout == min_positive(saved.idle_session, saved.applied)) IdleSessionTimeout = saved.idle_session;
-#endif
+    if (compat::has_idle_session_timeout && compat::idle_session_timeout() == min_positive(saved.idle_session, saved.applied))
+        compat::set_idle_session_timeout(saved.idle_session);
     saved = SavedTimeouts{};
 }
 

@@ -62,11 +62,7 @@ void define_settings() {
         "The counter WAL-logs this many values ahead and writes its next record when half are used; "
         "no record covers more than 2 s past the wall clock in microseconds, whatever this says.",
         &log_ahead_value, 1 << 20, 16, 1 << 30, PGC_SUSET, 0, nullptr, nullptr, nullptr);
-#if PG_VERSION_NUM >= 150000
-    MarkGUCPrefixReserved("fencing");
-#else
-    EmitWarningsOnPlaceholders("fencing");
-#endif
+    compat::reserve_guc_prefix("fencing");
 }
 
 }  // namespace fencing::pg

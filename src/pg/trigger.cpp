@@ -140,11 +140,7 @@ std::optional<std::int64_t> token_of(HeapTuple tup, TupleDesc desc, AttrNumber a
 
 // "(id, region)=(3, eu)" for the row's primary key, or "" without one.
 char* describe_key(Relation rel, HeapTuple tup) {
-#if PG_VERSION_NUM >= 170000
-    Oid pk = RelationGetPrimaryKeyIndex(rel, false);
-#else
-    Oid pk = RelationGetPrimaryKeyIndex(rel);
-#endif
+    Oid pk = fencing::pg::compat::primary_key_index(rel);
     if (!OidIsValid(pk) || tup == nullptr) return nullptr;
     Relation idx = index_open(pk, AccessShareLock);
     TupleDesc desc = RelationGetDescr(rel);
@@ -300,7 +296,7 @@ Datum enforce(FunctionCallInfo fcinfo) {
         case core::Verdict::accept:
             break;
         case core::Verdict::reject_skip:
-            return PointerGetDatum(nullptr);
+            return fencing::pg::compat::null_datum();
         case core::Verdict::reject_error:
             report_stale(rel, d, in, keyrow, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname));
     }

@@ -8,6 +8,9 @@ FENCING_USER="${FENCING_USER:-fencing_run}"
 PG_MAJOR="${PG_MAJOR:-15}"
 PGBIN="${PGBIN:-/usr/lib/postgresql/${PG_MAJOR}/bin}"
 
+# The other PostgreSQL majors of the portability runs (pgv_* functions).
+source "$FENCING_ROOT/tests/scripts/pgversions.sh"
+
 # Debian packages every command needs (others are added per command).
 BASE_PACKAGES=(make g++ sudo
   "postgresql-${PG_MAJOR}" "postgresql-server-dev-${PG_MAJOR}" libpq-dev
@@ -63,15 +66,16 @@ build_and_install() {
   fi
 }
 
-# private_tree DEST: a private, relocated copy of the PostgreSQL installation
-# of PGBIN (binaries, share, headers; files hard-linked where the file system
-# allows) in DEST, with this tree's build of fencing installed into it. The
-# test suites run against it, so that parallel runs from several checkouts
-# never meet in the system's PostgreSQL directories. PostgreSQL finds its
-# share and library directories relative to its binaries. Prints the copy's
-# bin directory.
+# private_tree DEST [SRCDIR [MAKE-ARGS...]]: a private, relocated copy of the
+# PostgreSQL installation of PGBIN (binaries, share, headers; files
+# hard-linked where the file system allows) in DEST, with the build of
+# fencing in SRCDIR (default: this tree) installed into it. The test suites
+# run against it, so that parallel runs from several checkouts never meet in
+# the system's PostgreSQL directories. PostgreSQL finds its share and library
+# directories relative to its binaries. Prints the copy's bin directory.
 private_tree() {
-  local dest="$1" bindir prefix rel sharedir incdir
+  local dest="$1" src="${2:-$FENCING_ROOT}" bindir prefix rel sharedir incdir
+  shift $(( $# < 2 ? $# : 2 ))
   bindir="$(cd "$PGBIN" && pwd -P)"
   sharedir="$("$PGBIN/pg_config" --sharedir)"
   incdir="$("$PGBIN/pg_config" --includedir)"
@@ -81,7 +85,13 @@ private_tree() {
     mkdir -p "$dest$(dirname "$d")"
     cp -al "$d" "$dest$(dirname "$d")/" 2>/dev/null || cp -a "$d" "$dest$(dirname "$d")/"
   done
-  make -C "$FENCING_ROOT" -s install PG_CONFIG="$dest$bindir/pg_config" >/dev/null
+  # The client headers (libpq-fe.h and the like) beside the server's, in
+  # pg_config --includedir: the client tests compile against them.
+  for d in "$(dirname "$incdir")"/*; do
+    case "$(basename "$d")" in [0-9]*) continue ;; esac
+    cp -al "$d" "$dest$(dirname "$incdir")/" 2>/dev/null || cp -a "$d" "$dest$(dirname "$incdir")/"
+  done
+  make -C "$src" -s install PG_CONFIG="$dest$bindir/pg_config" "$@" >/dev/null
   echo "$dest$bindir"
 }
 

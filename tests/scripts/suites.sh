@@ -19,7 +19,12 @@
 #              start their own clusters); one result per assertion
 #   clients    every executable tests/clients/*.sh, exit 0 = pass; each gets a
 #              fresh database in PGDATABASE and a scratch dir in FENCING_TMP
+#   jepsen     tests/jepsen/run.sh, one result for the run
+#   installcheck  the standard PGXS `make installcheck` against the cluster
+#              (where fencing is installed), one result for the run
 #
+# FENCING_SUITES (space-separated) runs only the suites it names, in the
+# order above (the portability runs of other majors use it).
 # Suites without tests are skipped. The environment of the tests: PGHOST,
 # PGPORT, PGUSER=postgres (the throwaway cluster), FENCING_ROOT (this tree),
 # FENCING_PROFILE (quick|long). FENCING_TEST_TIMEOUT overrides the time limit
@@ -247,7 +252,7 @@ run_pg_regress() {
   set -- "${runnable[@]}"
   mkdir -p "$out"
   regress_db "$db"
-  limited_3x "$driver" --use-existing --host="$PGHOST" --port="$PGPORT" --user=postgres \
+  limited_3x "$driver" --use-existing --bindir="$PGBIN" --host="$PGHOST" --port="$PGPORT" --user=postgres \
       --inputdir="$inputdir" --outputdir="$out" --dbname="$db" "$@" > "$out/output.txt" 2>&1 || rc=$?
   sed 's/^/  /' "$out/output.txt"
   parse_regress "$suite" "$out/output.txt" "$@"
@@ -374,7 +379,27 @@ run_suite() {
   fi
 }
 
-# FENCING_SUITES="regress isolation" runs only those (a development shortcut).
-for suite in ${FENCING_SUITES:-unit regress isolation pgtap tap clients jepsen}; do
+# installcheck: `make installcheck` of PGXS, as a user of an installed
+# fencing runs it, against the throwaway cluster (pg_regress and the
+# isolation specs in databases of their own). One result for the run.
+suite_installcheck() {
+  local dir="$work/installcheck" rc=0 f
+  mkdir -p "$dir"
+  rm -rf results tests/isolation/output_iso regression.diffs regression.out
+  limited_3x make -s installcheck PG_CONFIG="$PGBIN/pg_config" PGHOST="$PGHOST" PGPORT="$PGPORT" \
+      PGUSER="$PGUSER" > "$dir/output.txt" 2>&1 || rc=$?
+  if [ "$rc" -eq 0 ]; then
+    record PASS installcheck make
+  else
+    record FAIL installcheck "make (exit status $rc)"
+    sed 's/^/    /' "$dir/output.txt" | tail -n 60
+    for f in regression.diffs tests/isolation/output_iso/regression.diffs; do
+      if [ -s "$f" ]; then echo "---- $f"; head -n 200 "$f"; fi
+    done
+  fi
+  tail -n 2 "$dir/output.txt" | sed 's/^/  /'
+}
+
+for suite in ${FENCING_SUITES:-unit regress isolation pgtap tap clients jepsen installcheck}; do
   run_suite "$suite"
 done

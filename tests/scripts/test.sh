@@ -10,6 +10,15 @@
 # The last line printed is exactly "N passed, N failed"; the exit status is
 # non-zero when anything failed or when no test ran at all.
 #
+# Then the portability runs: for each major of FENCING_PG_VERSIONS (default
+# "17 18"), fetched from another Debian release (tests/scripts/pgversions.sh;
+# cached in /var/cache/fencing-pg), the module is built against that major's
+# headers ("pgNN/compile") and installed into a private copy of it, and the
+# pg_regress, isolation, pgTAP and TAP suites and `make installcheck` run on
+# a throwaway cluster of it ("pgNN/<suite>/<name>"). For each major of FENCING_PG_COMPILE_ONLY (default
+# "19") the module is only built ("pgNN/compile"). A major whose packages
+# cannot be fetched is a failure ("pgNN/fetch").
+#
 # Environment: FENCING_KEEP_WORKDIR=1 keeps the scratch directory even when
 # everything passed (it is always kept after a failure).
 set -euo pipefail
@@ -25,7 +34,9 @@ export FENCING_PROFILE="$profile"
 renice -n 10 -p $$ >/dev/null 2>&1 || true
 
 # Packages of the test suites (later suites add theirs here).
-TEST_PACKAGES=("${BASE_PACKAGES[@]}" python3-psycopg2 pgbouncer nodejs npm clang libclang-rt-14-dev)
+TEST_PACKAGES=("${BASE_PACKAGES[@]}" python3-psycopg2 pgbouncer nodejs npm clang libclang-rt-14-dev patchelf)
+PG_VERSIONS="${FENCING_PG_VERSIONS-17 18}"
+PG_COMPILE_ONLY="${FENCING_PG_COMPILE_ONLY-19}"
 
 # NodeSource's nodejs package bundles npm and conflicts with Debian's npm:
 # when an npm is already there, do not ask for the Debian one.
@@ -115,6 +126,50 @@ as_user env FENCING_PROFILE="$profile" FENCING_SUITES="${FENCING_SUITES:-}" PGBI
 if [ "$rc" -ne 0 ]; then
   echo "FAIL runner/suites.sh (exit status $rc)" >> "$results"
 fi
+
+# other_major MAJOR run|compile: the portability run of one other major.
+other_major() {
+  local major="$1" mode="$2" dir="$work/pg$major" bin flags=() pgbin rc=0
+  mkdir -p "$dir"
+  log "PostgreSQL $major: fetching (cache $PGV_CACHE)"
+  if ! bin="$(pgv_fetch "$major" 2> >(tee "$dir/fetch.log" >&2))"; then
+    echo "FAIL pg$major/fetch (packages of PostgreSQL $major could not be fetched: $dir/fetch.log)" >> "$results"
+    return 0
+  fi
+  mapfile -t flags < <(pgv_make_flags "$bin")
+  log "PostgreSQL $major: building fencing against $("$bin/pg_config" --version)"
+  mkdir -p "$dir/repo"
+  tar -C "$FENCING_ROOT" -cf - \
+      --exclude=./.git --exclude=./results --exclude=./tmp_check --exclude=./log --exclude='*.o' \
+      --exclude='*.so' --exclude='*.bc' --exclude=.deps --exclude=./tests/unit/unit_tests \
+      --exclude=./regression.diffs --exclude=./regression.out --exclude=./tests/isolation/output_iso . |
+    tar -C "$dir/repo" -xf -
+  if ! make -C "$dir/repo" -s PG_CONFIG="$bin/pg_config" "${flags[@]}" > "$dir/build.log" 2>&1; then
+    echo "FAIL pg$major/compile (see $dir/build.log)" >> "$results"
+    tail -n 40 "$dir/build.log"
+    return 0
+  fi
+  echo "PASS pg$major/compile" >> "$results"
+  [ "$mode" = run ] || return 0
+  if ! pgbin="$(PGBIN="$bin" private_tree "$dir/pg" "$dir/repo" "${flags[@]}")"; then
+    echo "FAIL pg$major/install (into a private copy of PostgreSQL $major)" >> "$results"
+    return 0
+  fi
+  [ "$(id -u)" -eq 0 ] && chown -R "$FENCING_USER" "$dir/repo" && chown "$FENCING_USER" "$dir"
+  log "PostgreSQL $major: running the suites as ${FENCING_USER}"
+  as_user env FENCING_PROFILE="$profile" PGBIN="$pgbin" FENCING_SUITES="regress isolation pgtap tap installcheck" \
+      bash "$dir/repo/tests/scripts/suites.sh" "$dir" || rc=$?
+  if [ -f "$dir/results.txt" ]; then
+    sed -E "s#^(PASS|FAIL) #\1 pg$major/#" "$dir/results.txt" >> "$results"
+  fi
+  if [ "$rc" -ne 0 ]; then
+    echo "FAIL pg$major/runner (suites.sh exit status $rc)" >> "$results"
+  fi
+}
+
+stage="other_majors"
+for major in $PG_VERSIONS; do other_major "$major" run; done
+for major in $PG_COMPILE_ONLY; do other_major "$major" compile; done
 
 trap - EXIT
 if summary; then

@@ -231,7 +231,8 @@ for my $n (1, 2, 8, 9, 10, 16, 17, 18, 25, 33, 40)
 	my $back = 0;
 	for (1 .. 600)
 	{
-		my ($rc, $out) = $node->psql('postgres', q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'});
+		# (eval: psql may die before it reads its input while the server restarts)
+		my ($rc, $out) = eval { $node->psql('postgres', q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'}) };
 		if ($rc == 0 && $out =~ /^\d+$/ && $out ne $ww) { $back = 1; last; }
 		sleep 0.1;
 	}

@@ -1,0 +1,153 @@
+// The differences between the PostgreSQL releases fencing builds against, in
+// one place. Other files call these helpers instead of testing
+// PG_VERSION_NUM themselves. Included by pg/pg.hpp, after PostgreSQL's
+// headers.
+//
+// Builds against PostgreSQL 13 to 19 (tested: 15, 17, 18; 19 compiles; see
+// docs/install.md), each from a minimum minor release on:
+//
+//   13.17, 14.14, 15.9, 16.5, 17.1: the first minor releases of their majors
+//   with systable_inplace_update_begin/finish/cancel, the locking in-place
+//   update of catalog-style rows that fence_state.cpp uses (added by the
+//   November 2024 minor releases; heap_inplace_update, which it replaces,
+//   can lose a concurrent update and is gone in 18). A module built against
+//   these headers does not load on an older minor release of its major
+//   (undefined symbol systable_inplace_update_begin): install the minimum
+//   minor release or later. The build refuses older headers.
+//
+// Nothing here reads private structures (replication/walsender_private.h and
+// the like): their layout may change within a major (WalSndCtlData's
+// sync_standbys_defined became sync_standbys_status in 13.21, 14.18, 15.13,
+// 16.9 and 17.5), and a module is only rebuilt per major.
+#pragma once
+
+#include <algorithm>
+
+#if PG_VERSION_NUM < 130000
+#error "fencing needs PostgreSQL 13 or later"
+#endif
+
+#if (PG_VERSION_NUM < 130017) || (PG_VERSION_NUM >= 140000 && PG_VERSION_NUM < 140014) ||         \
+    (PG_VERSION_NUM >= 150000 && PG_VERSION_NUM < 150009) || (PG_VERSION_NUM >= 160000 && PG_VERSION_NUM < 160005) || \
+    (PG_VERSION_NUM >= 170000 && PG_VERSION_NUM < 170001)
+#error "fencing needs the minor releases 13.17, 14.14, 15.9, 16.5, 17.1 or later of their majors (systable_inplace_update_begin)"
+#endif
+
+namespace fencing::pg::compat {
+
+// The SQL NULL / "no tuple" Datum. (PointerGetDatum(nullptr) does not
+// compile in C++ from 19 on, where PointerGetDatum is an inline function.)
+inline constexpr Datum null_datum() { return (Datum)0; }
+
+// Whether this backend holds the lock TAG in exactly MODE (17 added the
+// "or stronger" argument).
+inline bool lock_held_by_me(const LOCKTAG* tag, LOCKMODE mode) {
+#if PG_VERSION_NUM >= 170000
+    return LockHeldByMe(tag, mode, false);
+#else
+    return LockHeldByMe(tag, mode);
+#endif
+}
+
+// The OID of the relation's primary key index, or InvalidOid (18 added the
+// deferrable_ok argument; a deferrable primary key is not reported, as
+// before 18).
+inline Oid primary_key_index(Relation rel) {
+#if PG_VERSION_NUM >= 180000
+    return RelationGetPrimaryKeyIndex(rel, false);
+#else
+    return RelationGetPrimaryKeyIndex(rel);
+#endif
+}
+
+// Whether ROLE owns the relation RELID (16 replaced the per-class ownership
+// checks with object_ownercheck).
+inline bool is_relation_owner(Oid relid, Oid role) {
+#if PG_VERSION_NUM >= 160000
+    return object_ownercheck(RelationRelationId, relid, role);
+#else
+    return pg_class_ownercheck(relid, role);
+#endif
+}
+
+// Reserves the GUC prefix "fencing." (15 replaced EmitWarningsOnPlaceholders
+// by MarkGUCPrefixReserved, which also removes the placeholders).
+inline void reserve_guc_prefix(const char* prefix) {
+#if PG_VERSION_NUM >= 150000
+    MarkGUCPrefixReserved(prefix);
+#else
+    EmitWarningsOnPlaceholders(prefix);
+#endif
+}
+
+// Inserts a tuple's entry into a unique index (14 added the indexUnchanged
+// hint).
+inline void index_insert_unique(Relation irel, Datum* values, bool* nulls, ItemPointer tid, Relation heap,
+                                IndexInfo* info) {
+#if PG_VERSION_NUM >= 140000
+    index_insert(irel, values, nulls, tid, heap, UNIQUE_CHECK_YES, false, info);
+#else
+    index_insert(irel, values, nulls, tid, heap, UNIQUE_CHECK_YES, info);
+#endif
+}
+
+// idle_session_timeout, with which leases are enforced, exists from 14 on.
+#if PG_VERSION_NUM >= 140000
+inline constexpr bool has_idle_session_timeout = true;
+inline int idle_session_timeout() { return IdleSessionTimeout; }
+inline void set_idle_session_timeout(int ms) { IdleSessionTimeout = ms; }
+#else
+inline constexpr bool has_idle_session_timeout = false;
+inline int idle_session_timeout() { return 0; }
+inline void set_idle_session_timeout(int) {}
+#endif
+
+// In-place update of a catalog-style row under the buffer lock, as the
+// server updates pg_class rows (the minimum minor releases above all have
+// it; 18 keeps it).
+inline void inplace_update_begin(Relation rel, Oid index, ScanKey key, HeapTuple* old, void** state) {
+    systable_inplace_update_begin(rel, index, true, SnapshotSelf, 1, key, old, state);
+}
+inline void inplace_update_finish(void* state, HeapTuple tuple) { systable_inplace_update_finish(state, tuple); }
+inline void inplace_update_cancel(void* state) { systable_inplace_update_cancel(state); }
+
+// Whether synchronous standbys are configured for this backend
+// (synchronous_standby_names, as parsed by its assign hook; public API).
+inline bool sync_standbys_configured() {
+    return max_wal_senders > 0 && SyncRepConfig != nullptr && SyncRepStandbyNames != nullptr &&
+           SyncRepStandbyNames[0] != '\0';
+}
+
+// The WAL position that the configured synchronous standbys have all
+// flushed, by the rules of synchronous_standby_names (FIRST n: the oldest of
+// the n connected standbys of highest priority; ANY n: the n-th newest of
+// all candidates), from the walsenders' public snapshot
+// (SyncRepGetCandidateStandbys). InvalidXLogRecPtr when fewer than n are
+// connected, or none is configured.
+inline XLogRecPtr sync_standbys_flushed() {
+    if (!sync_standbys_configured()) return InvalidXLogRecPtr;
+    const int num_sync = SyncRepConfig->num_sync;
+    const bool priority = SyncRepConfig->syncrep_method == SYNC_REP_PRIORITY;
+    SyncRepStandbyData* standbys = nullptr;
+    int n = SyncRepGetCandidateStandbys(&standbys);
+    XLogRecPtr result = InvalidXLogRecPtr;
+    if (num_sync > 0 && n >= num_sync) {
+        if (priority) {
+            std::sort(standbys, standbys + n, [](const SyncRepStandbyData& a, const SyncRepStandbyData& b) {
+                if (a.sync_standby_priority != b.sync_standby_priority)
+                    return a.sync_standby_priority < b.sync_standby_priority;
+                return a.walsnd_index < b.walsnd_index;
+            });
+            result = standbys[0].flush;
+            for (int i = 1; i < num_sync; i++) result = std::min(result, standbys[i].flush);
+        } else {
+            std::sort(standbys, standbys + n,
+                      [](const SyncRepStandbyData& a, const SyncRepStandbyData& b) { return a.flush > b.flush; });
+            result = standbys[num_sync - 1].flush;
+        }
+    }
+    if (standbys != nullptr) pfree(standbys);
+    return result;
+}
+
+}  // namespace fencing::pg::compat
