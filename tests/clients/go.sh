@@ -7,6 +7,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="${FENCING_TMP:-}"
 if [ -z "$out" ]; then out="$(mktemp -d)"; trap 'rm -rf "$out"' EXIT; fi
+mkdir -p "$out"
 export GOPATH=/usr/share/gocode GO111MODULE=off GOCACHE="$out/go-cache" GOTMPDIR="$out" HOME="${HOME:-$out}"
 export GOFLAGS= GOTOOLCHAIN=local
 (cd "$here/go" && timeout 180 go build -o "$out/go_client" .)
