@@ -49,7 +49,7 @@ async def main():
     stored = await s1.fetchval("SELECT fence_token FROM asyncpg_ledger WHERE id = 1")
     check(type(stored) is int and stored == t1, f"T1 read back exactly as an int ({stored})")
     check(await s1.fetchval("SELECT fencing.release($1)", RESOURCE) is True, "T1 released")
-    t2 = await s2.fetchval("SELECT fencing.acquire($1)", RESOURCE)
+    t2 = await s2.fetchval("SELECT fencing.acquire($1, wait => '10 s')", RESOURCE)
     check(t2 > t1 and await s2.execute(write, t2) == "UPDATE 1", "T2 > T1, fenced write with T2 accepted")
 
     # (3) the stale write.

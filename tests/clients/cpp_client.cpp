@@ -144,7 +144,7 @@ int main() {
     }
     check(release(s1.get()), "T1 released");
     Conn s2 = connect();
-    const std::int64_t t2 = acquire(s2.get());
+    const std::int64_t t2 = acquire(s2.get(), "SELECT fencing.acquire($1, wait => '10 s')");
     {
         Result w = fenced_write(s2.get(), t2);
         check(t2 > t1 && PQresultStatus(w.get()) == PGRES_COMMAND_OK, "T2 > T1, fenced write with T2 accepted");

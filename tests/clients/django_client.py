@@ -81,7 +81,7 @@ def main():
     # A second acquirer on its own connection.
     other = connections.create_connection("default")
     with other.cursor() as cur:
-        cur.execute("SELECT fencing.acquire(%s)", (RESOURCE,))
+        cur.execute("SELECT fencing.acquire(%s, wait => '10 s')", (RESOURCE,))
         t2 = cur.fetchone()[0]
     check(t2 > t1 and Ledger.objects.filter(pk=1).update(fence_token=t2) == 1, "T2 > T1, ORM write with T2 accepted")
 

@@ -50,7 +50,7 @@ SELECT psql_client_check(fencing.release('clients:psql'), 'T1 released');
 -- ---- session 2: a second acquirer -------------------------------------------------
 \connect
 SET client_min_messages = warning;
-SELECT fencing.acquire('clients:psql') AS t2 \gset
+SELECT fencing.acquire('clients:psql', wait => '10 s') AS t2 \gset
 \echo 'T2 =' :t2
 SELECT psql_client_check(:'t2'::numeric > :'t1'::numeric, 'T2 > T1');
 UPDATE psql_ledger SET balance = balance + 100, fence_token = :'t2' WHERE id = 1;

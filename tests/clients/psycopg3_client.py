@@ -64,7 +64,7 @@ def scenario(binary):
     stored = one(s1, f"SELECT fence_token FROM {table} WHERE id = 1")
     check(type(stored) is int and stored == t1, f"[{mode}] T1 read back exactly as an int ({stored})")
     check(one(s1, "SELECT fencing.release(%s)", (resource,)) is True, f"[{mode}] T1 released")
-    t2 = one(s2, "SELECT fencing.acquire(%s)", (resource,))
+    t2 = one(s2, "SELECT fencing.acquire(%s, wait => '10 s')", (resource,))
     check(t2 > t1 and write(s2, t2) == 1, f"[{mode}] T2 > T1, fenced write with T2 accepted")
 
     # (3) the stale write.

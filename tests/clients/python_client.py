@@ -67,7 +67,7 @@ def main():
     check(one(s1, "SELECT fencing.release(%s)", (RESOURCE,)) is True, "T1 released")
 
     s2 = connect()
-    t2 = one(s2, "SELECT fencing.acquire(%s)", (RESOURCE,))
+    t2 = one(s2, "SELECT fencing.acquire(%s, wait => '10 s')", (RESOURCE,))
     check(t2 > t1 and write(s2, t2) == 1, f"T2 = {t2} > T1, fenced write with T2 accepted")
 
     # (3) the stale write: IntegrityError, SQLSTATE 23T01, detail and hint.

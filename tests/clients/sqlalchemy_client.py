@@ -66,7 +66,7 @@ def main():
     lock1.scalar(text("SELECT fencing.release(:r)"), {"r": RESOURCE})
 
     lock2 = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-    t2 = lock2.scalar(text("SELECT fencing.acquire(:r)"), {"r": RESOURCE})
+    t2 = lock2.scalar(text("SELECT fencing.acquire(:r, wait => '10 s')"), {"r": RESOURCE})
     with Session(engine) as s, s.begin():
         s.get(Ledger, 1).fence_token = t2
     check(t2 > t1, "T2 > T1, ORM write with T2 accepted")

@@ -93,7 +93,7 @@ func main() {
 	_, err = s1.Exec(ctx, "SELECT fencing.release($1)", resource)
 	must(err)
 	var t2 int64
-	must(s2.QueryRow(ctx, "SELECT fencing.acquire($1)", resource).Scan(&t2))
+	must(s2.QueryRow(ctx, "SELECT fencing.acquire($1, wait => '10 s')", resource).Scan(&t2))
 	tag, err = s2.Exec(ctx, write, t2)
 	check(t2 > t1 && err == nil && tag.RowsAffected() == 1, "T2 > T1, fenced write with T2 accepted")
 

@@ -81,7 +81,7 @@ public final class FencingClient {
         check(stored == t1 && obj instanceof Long && (Long) obj == t1,
               "T1 read back exactly with getLong, getObject is a Long (" + stored + ")");
         token(s1, "SELECT fencing.release(?)::int", RESOURCE);
-        long t2 = token(s2, "SELECT fencing.acquire(?)", RESOURCE);
+        long t2 = token(s2, "SELECT fencing.acquire(?, wait => '10 s')", RESOURCE);
         check(t2 > t1 && write(s2, t2) == 1, "T2 > T1, fenced write with T2 accepted");
 
         // (3) the stale write.

@@ -88,7 +88,7 @@ async function main() {
   const stored = await one(s1, 'SELECT fence_token FROM node_ledger WHERE id = 1');
   check(stored === t1, `T1 read back exactly as a BigInt (${stored})`);
   await s1.query('SELECT fencing.release($1)', [RESOURCE]);
-  const t2 = await one(s2, 'SELECT fencing.acquire($1)', [RESOURCE]);
+  const t2 = await one(s2, "SELECT fencing.acquire($1, wait => '10 s')", [RESOURCE]);
   check(t2 > t1 && (await s2.query(WRITE, [t2])).rowCount === 1, 'T2 > T1, fenced write with T2 accepted');
 
   // (3) the stale write.

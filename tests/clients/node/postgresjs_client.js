@@ -59,7 +59,7 @@ async function main() {
   check(stored === t1, `T1 read back exactly as a BigInt (${stored})`);
   await s1`SELECT fencing.release(${RESOURCE})`;
   const s2 = await sql.reserve();
-  const [{ t2 }] = await s2`SELECT fencing.acquire(${RESOURCE}) AS t2`;
+  const [{ t2 }] = await s2`SELECT fencing.acquire(${RESOURCE}, wait => '10 s') AS t2`;
   check(t2 > t1 && (await write(s2, t2)).count === 1, 'T2 > T1, fenced write with T2 accepted');
 
   // (3) the stale write.
