@@ -154,5 +154,5 @@ async function main() {
 
 main().then((rc) => { process.exitCode = rc; }, (err) => {
   console.error('node-postgres client: unexpected error:', err);
-  process.exitCode = 1;
+  process.exit(1); // open connections would keep the process alive
 });

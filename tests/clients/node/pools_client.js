@@ -66,5 +66,5 @@ async function postgresJs() {
   return failures ? 1 : 0;
 })().then((rc) => { process.exitCode = rc; }, (e) => {
   console.error('pools: unexpected error:', e);
-  process.exitCode = 1;
+  process.exit(1); // open connections would keep the process alive
 });

@@ -119,5 +119,5 @@ async function main() {
 
 main().then((rc) => { process.exitCode = rc; }, (err) => {
   console.error('postgres.js client: unexpected error:', err);
-  process.exitCode = 1;
+  process.exit(1); // open connections would keep the process alive
 });
