@@ -9,4 +9,4 @@ out="${FENCING_TMP:-}"
 if [ -z "$out" ]; then out="$(mktemp -d)"; trap 'rm -rf "$out"' EXIT; fi
 g++ -std=c++17 -O2 -Wall -Wextra -Werror -I"$("$pg_config" --includedir)" \
     -o "$out/cpp_client" "$here/cpp_client.cpp" -L"$("$pg_config" --libdir)" -lpq
-"$out/cpp_client"
+timeout --kill-after=5 60 "$out/cpp_client"

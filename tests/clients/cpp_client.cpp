@@ -1,9 +1,10 @@
 // The client scenario in C++ with libpq (built and run by cpp.sh).
 //
-// Acquire (T1), fenced write with T1, release; a second session acquires
-// (T2 > T1) and writes; the stale write with T1 fails with SQLSTATE 23T01.
-// Tokens are above 2^53 and held as std::int64_t; they round-trip exactly in
-// text and in binary format (a fencing.token travels as int8 on the wire).
+// A fencing token is a bigint: held as std::int64_t, it round-trips exactly
+// in text and in binary format (int8 on the wire, type OID 20 like any
+// bigint). The stale-write error is SQLSTATE 23T01 in PG_DIAG_SQLSTATE, with
+// PG_DIAG_MESSAGE_DETAIL and PG_DIAG_MESSAGE_HINT. Also: 55006 from a second
+// plain acquire, acquire_xact in BEGIN/COMMIT, fencing.use($1), lease expiry.
 // Connection parameters come from the libpq environment (PGHOST, PGPORT, ...).
 #include <libpq-fe.h>
 
@@ -17,6 +18,8 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
+#include <chrono>
 #include <vector>
 
 namespace {
@@ -63,9 +66,14 @@ Result must(PGconn* c, const char* sql, const std::vector<std::string>& params =
     return r;
 }
 
+std::string field(const Result& r, int code) {
+    const char* s = PQresultErrorField(r.get(), code);
+    return s ? s : "";
+}
+
 std::string sqlstate(const Result& r) {
-    const char* s = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
-    return s ? s : "(none)";
+    std::string s = field(r, PG_DIAG_SQLSTATE);
+    return s.empty() ? "(none)" : s;
 }
 
 // The token text the server sent, as an integer: exact for the whole range.
@@ -80,8 +88,8 @@ std::int64_t parse_token(const char* text) {
     return static_cast<std::int64_t>(v);
 }
 
-std::int64_t acquire(PGconn* c) {
-    Result r = must(c, "SELECT fencing.acquire($1)", {kResource});
+std::int64_t acquire(PGconn* c, const char* sql = "SELECT fencing.acquire($1)") {
+    Result r = must(c, sql, {kResource});
     return parse_token(PQgetvalue(r.get(), 0, 0));
 }
 
@@ -92,7 +100,7 @@ bool release(PGconn* c) {
 
 // The fenced write: its own transaction (autocommit), the token as a parameter.
 Result fenced_write(PGconn* c, std::int64_t token) {
-    return run(c, "UPDATE cpp_ledger SET balance = balance + 100, fence_token = $1 WHERE id = 1",
+    return run(c, "UPDATE cpp_ledger SET balance = balance + 1, fence_token = $1 WHERE id = 1",
                {std::to_string(token)});
 }
 
@@ -114,74 +122,102 @@ int main() {
     must(setup.get(), "INSERT INTO cpp_ledger VALUES (1, 0, $1)", {std::to_string(kAbove2to53)});
     must(setup.get(), "SELECT fencing.protect('cpp_ledger')");
 
-    // Session 1: acquire, write, release.
+    // (1) acquire; not reentrant by default.
     Conn s1 = connect();
     const std::int64_t t1 = acquire(s1.get());
-    std::printf("T1 = %" PRId64 "\n", t1);
-    check(t1 > kAbove2to53, "T1 is above 2^53 + 1");
+    check(t1 > kAbove2to53, "acquire: T1 = " + std::to_string(t1) + " is above 2^53 + 1");
+    {
+        Result r = run(s1.get(), "SELECT fencing.acquire($1)", {kResource});
+        check(sqlstate(r) == "55006", "a second plain acquire fails with 55006 (got " + sqlstate(r) + ")");
+    }
+    // (2) the token as an int64, in text and binary format.
     {
         Result w = fenced_write(s1.get(), t1);
         check(PQresultStatus(w.get()) == PGRES_COMMAND_OK && std::strcmp(PQcmdTuples(w.get()), "1") == 0,
               "fenced write with T1 accepted");
-        Result r = must(s1.get(), "SELECT fence_token, fencing.current($1) FROM cpp_ledger WHERE id = 1", {kResource});
-        check(std::string(PQgetvalue(r.get(), 0, 0)) == std::to_string(t1),
-              std::string("T1 read back exactly (") + PQgetvalue(r.get(), 0, 0) + ")");
-        check(parse_token(PQgetvalue(r.get(), 0, 1)) == t1, "fencing.current returns T1 exactly");
-
-        // Binary format: a token is an int8 on the wire, both ways.
+        Result r = must(s1.get(), "SELECT fence_token FROM cpp_ledger WHERE id = 1");
+        check(PQftype(r.get(), 0) == 20 && parse_token(PQgetvalue(r.get(), 0, 0)) == t1,
+              std::string("T1 read back exactly, column type OID 20 (int8): ") + PQgetvalue(r.get(), 0, 0));
         Result b = must(s1.get(), "SELECT fence_token FROM cpp_ledger WHERE id = 1", {}, 1);
         check(PQgetlength(b.get(), 0, 0) == 8 && from_be64(PQgetvalue(b.get(), 0, 0)) == t1,
               "T1 read back exactly in binary format");
-        Result oid = must(s1.get(), "SELECT 'fencing.token'::regtype::oid");
-        Oid token_oid = static_cast<Oid>(std::strtoul(PQgetvalue(oid.get(), 0, 0), nullptr, 10));
-        const std::uint64_t be = htobe64(static_cast<std::uint64_t>(t1));
-        const char* values[] = {reinterpret_cast<const char*>(&be)};
-        const int lengths[] = {8};
-        const int formats[] = {1};
-        Result sb(PQexecParams(s1.get(), "SELECT $1::text", 1, &token_oid, values, lengths, formats, 0), PQclear);
-        check(PQresultStatus(sb.get()) == PGRES_TUPLES_OK &&
-                  std::string(PQgetvalue(sb.get(), 0, 0)) == std::to_string(t1),
-              "T1 sent in binary format arrives exactly");
     }
     check(release(s1.get()), "T1 released");
-
-    // Session 2: the next acquirer.
     Conn s2 = connect();
-    const std::int64_t t2 = acquire(s2.get());
-    std::printf("T2 = %" PRId64 "\n", t2);
-    check(t2 > t1, "T2 > T1");
+    const std::int64_t t2 = acquire(s2.get(), "SELECT fencing.acquire($1, wait => '10 s')");
     {
         Result w = fenced_write(s2.get(), t2);
-        check(PQresultStatus(w.get()) == PGRES_COMMAND_OK && std::strcmp(PQcmdTuples(w.get()), "1") == 0,
-              "fenced write with T2 accepted");
+        check(t2 > t1 && PQresultStatus(w.get()) == PGRES_COMMAND_OK, "T2 > T1, fenced write with T2 accepted");
     }
 
-    // The stale write with T1 (session 1 still thinks it may write).
+    // (3) the stale write.
     {
         Result w = fenced_write(s1.get(), t1);
         check(PQresultStatus(w.get()) == PGRES_FATAL_ERROR && sqlstate(w) == "23T01",
               "stale write with T1 fails with SQLSTATE 23T01 (got " + sqlstate(w) + ")");
-        Result v = run(s1.get(), "SELECT fencing.validate($1, $2)", {kResource, std::to_string(t1)});
-        check(sqlstate(v) == "23T01", "validate(T1) fails with SQLSTATE 23T01 (got " + sqlstate(v) + ")");
-        Result v2 = must(s1.get(), "SELECT fencing.validate($1, $2)", {kResource, std::to_string(t2)});
-        check(parse_token(PQgetvalue(v2.get(), 0, 0)) == t2, "validate(T2) returns T2 exactly");
-    }
-
-    {
-        Result r = must(s2.get(), "SELECT balance, fence_token FROM cpp_ledger WHERE id = 1");
-        check(std::string(PQgetvalue(r.get(), 0, 0)) == "200" && parse_token(PQgetvalue(r.get(), 0, 1)) == t2,
-              "the row holds T2 and only the two fenced writes");
+        check(field(w, PG_DIAG_MESSAGE_PRIMARY) == "stale fence token for relation \"cpp_ledger\"" &&
+                  !field(w, PG_DIAG_MESSAGE_DETAIL).empty() && !field(w, PG_DIAG_MESSAGE_HINT).empty(),
+              "message, detail and hint in PQresultErrorField");
+        Result ok = run(s1.get(), "SELECT 1");
+        check(PQresultStatus(ok.get()) == PGRES_TUPLES_OK, "the connection is usable after the error");
     }
     check(release(s2.get()), "T2 released");
+
+    // (4) acquire_xact in BEGIN/COMMIT.
+    must(s1.get(), "BEGIN");
+    const std::int64_t t3 = acquire(s1.get(), "SELECT fencing.acquire_xact($1)");
     {
-        Result r = must(s2.get(), "SELECT count(*) FROM fencing.locks WHERE resource = $1", {kResource});
-        check(std::string(PQgetvalue(r.get(), 0, 0)) == "0", "no fencing lock left");
+        Result w = fenced_write(s1.get(), t3);
+        must(s1.get(), "COMMIT");
+        Result n = must(s1.get(), "SELECT count(*) FROM fencing.locks WHERE resource = $1", {kResource});
+        check(t3 > t2 && PQresultStatus(w.get()) == PGRES_COMMAND_OK && std::string(PQgetvalue(n.get(), 0, 0)) == "0",
+              "acquire_xact in BEGIN/COMMIT: T3 > T2, the lock ended with the commit");
+    }
+    // (5) fencing.use($1) with a binary int8 parameter, then a write that carries no token.
+    must(s1.get(), "BEGIN");
+    const std::int64_t t4 = acquire(s1.get(), "SELECT fencing.acquire_xact($1)");
+    {
+        const std::uint64_t be = htobe64(static_cast<std::uint64_t>(t4));
+        const Oid types[] = {20};  // INT8OID, as for any bigint parameter
+        const char* values[] = {reinterpret_cast<const char*>(&be)};
+        const int lengths[] = {8};
+        const int formats[] = {1};
+        Result u(PQexecParams(s1.get(), "SELECT fencing.use($1)", 1, types, values, lengths, formats, 0), PQclear);
+        check(PQresultStatus(u.get()) == PGRES_TUPLES_OK && parse_token(PQgetvalue(u.get(), 0, 0)) == t4,
+              "use($1) with a binary int8 parameter returns T4");
+        must(s1.get(), "UPDATE cpp_ledger SET balance = balance + 1 WHERE id = 1");
+        must(s1.get(), "COMMIT");
+        Result r = must(s1.get(), "SELECT fence_token FROM cpp_ledger WHERE id = 1");
+        check(parse_token(PQgetvalue(r.get(), 0, 0)) == t4, "use($1) stamped the write that carries no token with T4");
+    }
+
+    // (6) lease expiry: the server ends the silent holder's connection.
+    Conn s3 = connect();
+    const std::int64_t t5 = acquire(s3.get(), "SELECT fencing.acquire($1, lease => '1 s')");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    {
+        Result r = run(s3.get(), "SELECT 1");
+        std::string msg = PQerrorMessage(s3.get());
+        check(PQresultStatus(r.get()) != PGRES_TUPLES_OK && PQstatus(s3.get()) == CONNECTION_BAD,
+              "the expired lease ended the connection (CONNECTION_BAD)");
+        check(msg.find("fencing lease of 1000 ms expired") != std::string::npos,
+              "PQerrorMessage names the lease: " + msg.substr(0, msg.find('\n')));
+    }
+    Conn s4 = connect();
+    const std::int64_t t6 = acquire(s4.get());
+    {
+        Result w = fenced_write(s4.get(), t6);
+        check(t6 > t5 && PQresultStatus(w.get()) == PGRES_COMMAND_OK,
+              "reconnected: acquired again with a greater token and wrote");
+        Result stale = fenced_write(s4.get(), t5);
+        check(sqlstate(stale) == "23T01", "a write with the expired lease's token fails with 23T01");
+        must(s4.get(), "SELECT fencing.release_all()");
     }
 
     if (failures > 0) {
-        std::printf("cpp client: %d check(s) failed\n", failures);
+        std::printf("libpq %d: %d check(s) failed\n", PQlibVersion(), failures);
         return 1;
     }
-    std::printf("cpp client: all checks passed\n");
+    std::printf("libpq %d: all checks passed\n", PQlibVersion());
     return 0;
 }

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The client scenario in Python with psycopg 3 (psycopg3_client.py; Debian's
+# python3-psycopg), with text and with binary cursors. Uses the caller's
+# libpq environment (PGHOST, PGPORT, ...).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+exec timeout --kill-after=5 60 /usr/bin/python3 "$here/psycopg3_client.py"
