@@ -44,7 +44,7 @@ bool chance(int percent) { return static_cast<int>(rnd(100)) < percent; }
 
 // ---- reference model --------------------------------------------------------
 
-enum class Expect { ok, syntax, range, syntax_or_range, not_positive };
+enum class Expect { ok, syntax, range, syntax_or_range, not_positive, any_integer_form };
 
 struct TokenModel {
     Expect expect;
@@ -56,7 +56,21 @@ bool ascii_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' ||
 // bigint's input, then the domain's check: blanks and one sign around
 // decimal digits, else syntax (22P02); a digit run outside bigint, whatever
 // follows it, range (22003); a bigint <= 0, not_positive (23514).
+// From PostgreSQL 16 on, bigint's input also takes hexadecimal, octal and
+// binary literals (0x, 0o, 0b) and underscores between digits; such inputs
+// are judged only as "one of the outcomes of an integer" there.
+bool pg16_literals = false;
+
+bool pg16_only_form(const std::string& s) {
+    if (s.find('_') != std::string::npos) return true;
+    std::size_t i = 0;
+    while (i < s.size() && ascii_space(s[i])) ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    return i + 1 < s.size() && s[i] == '0' && std::strchr("xXoObB", s[i + 1]) != nullptr && s[i + 1] != '\0';
+}
+
 TokenModel model_token(const std::string& s) {
+    if (pg16_literals && pg16_only_form(s)) return {Expect::any_integer_form, 0};
     std::size_t i = 0, n = s.size();
     while (i < n && ascii_space(s[i])) ++i;
     bool neg = false;
@@ -336,6 +350,7 @@ int main(int argc, char** argv) {
     rng.seed(std::strtoull(argv[3], nullptr, 10));
 
     PGconn* conn = PQconnectdb(conninfo);
+    pg16_literals = PQserverVersion(conn) >= 160000;
     if (PQstatus(conn) != CONNECTION_OK) {
         std::fprintf(stderr, "connection failed: %s", PQerrorMessage(conn));
         return 2;
@@ -490,6 +505,9 @@ int main(int argc, char** argv) {
                 mismatch("range error 22003");
             } else if (m.expect == Expect::syntax_or_range && state != "22P02" && state != "22003") {
                 mismatch("syntax or range error 22P02/22003");
+            } else if (m.expect == Expect::any_integer_form && rs != PGRES_TUPLES_OK && state != "22P02" &&
+                       state != "22003" && state != "23514") {
+                mismatch("an integer literal of PostgreSQL 16 or later: a value, 22P02, 22003 or 23514");
             } else if (m.expect == Expect::not_positive && state != "23514") {
                 mismatch("a token <= 0 fails with 23514");
             }
@@ -537,6 +555,9 @@ int main(int argc, char** argv) {
                 if (state != "22P02") mismatch("token syntax error 22P02");
             } else if (m.expect == Expect::syntax_or_range) {
                 if (state != "22P02" && state != "22003") mismatch("token syntax or range error 22P02/22003");
+            } else if (m.expect == Expect::any_integer_form) {
+                if (state != "22P02" && state != "22003" && state != "23T01" && state != "22023")
+                    mismatch("an integer literal of PostgreSQL 16 or later: 22P02, 22003, 22023 or 23T01");
             } else if (m.expect == Expect::range) {
                 if (state != "22003") mismatch("token range error 22003");
             } else if (!good) {
