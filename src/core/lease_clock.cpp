@@ -5,9 +5,9 @@ namespace fencing::core {
 
 std::int64_t lease_sampling_period_ms(std::int64_t lease_ms) noexcept {
     if (lease_ms <= 0) return 0;
-    std::int64_t p = lease_ms / 4;
-    if (p < 50) p = 50;
-    if (p > 250) p = 250;
+    std::int64_t p = lease_ms / 8;
+    if (p < 25) p = 25;
+    if (p > 125) p = 125;
     return p;
 }
 

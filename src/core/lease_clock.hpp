@@ -19,8 +19,10 @@
 
 namespace fencing::core {
 
-// How often to sample for a lease of lease_ms: a quarter of it, within
-// [50 ms, 250 ms]; 0 when there is no lease.
+// How often to sample for a lease of lease_ms: an eighth of it, within
+// [25 ms, 125 ms]; 0 when there is no lease. A lease ends at most two periods
+// late (the wait counts from the first sample that saw it, and is found over
+// at the first sample after the lease), a quarter of the lease at most.
 std::int64_t lease_sampling_period_ms(std::int64_t lease_ms) noexcept;
 
 class LeaseClock {

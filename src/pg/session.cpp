@@ -1,5 +1,11 @@
 #include "pg/session.hpp"
 
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
 extern "C" {
 #include "utils/backend_status.h"
 #include "utils/timeout.h"
@@ -57,11 +63,30 @@ volatile sig_atomic_t ended_held = 0;
 
 // A counter that moves whenever the client does something the server can see
 // without reading the connection: a statement begins or ends (the backend's
-// pg_stat_activity entry changes). Within one statement (a result the client
-// reads, COPY data it sends) a client wait that the samples see every time
-// counts as one wait.
+// pg_stat_activity entry changes; needs track_activities, the default), the
+// client takes data off the socket (the send queue shrinks), or, on TCP,
+// bytes arrive or are acknowledged. Only syscalls and plain reads: it runs in
+// the timer's signal handler.
+struct TcpInfoPrefix {  // the start of Linux's struct tcp_info (ABI, append-only)
+    std::uint8_t bytes8[8];
+    std::uint32_t words[24];
+    std::uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
+};
+
 std::uint64_t client_progress() {
-    return MyBEEntry != nullptr ? static_cast<std::uint64_t>(MyBEEntry->st_changecount) : 0;
+    std::uint64_t p = MyBEEntry != nullptr ? static_cast<std::uint64_t>(MyBEEntry->st_changecount) : 0;
+    if (MyProcPort == nullptr) return p;
+    // The socket is the first member of struct Port (libpq/libpq-be.h, which
+    // cannot be included here without the GSSAPI headers).
+    const pgsocket sock = *reinterpret_cast<const pgsocket*>(MyProcPort);
+    if (sock == PGINVALID_SOCKET) return p;
+    int queued = 0;
+    if (ioctl(sock, SIOCOUTQ, &queued) == 0) p += static_cast<std::uint64_t>(queued) << 16;
+    TcpInfoPrefix info;
+    socklen_t len = sizeof info;
+    if (getsockopt(sock, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 && len >= sizeof info)
+        p += (info.bytes_acked + info.bytes_received) << 24;
+    return p;
 }
 
 bool enforced_held(const Enforced& e) {

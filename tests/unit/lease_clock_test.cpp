@@ -11,13 +11,13 @@ namespace {
 constexpr std::int64_t ms = 1000;  // microseconds
 }
 
-TEST(LeaseClock, SamplingPeriodIsAQuarterOfTheLeaseWithinBounds) {
+TEST(LeaseClock, SamplingPeriodIsAnEighthOfTheLeaseWithinBounds) {
     EXPECT_EQ(lease_sampling_period_ms(0), 0);
     EXPECT_EQ(lease_sampling_period_ms(-5), 0);
-    EXPECT_EQ(lease_sampling_period_ms(100), 50);
-    EXPECT_EQ(lease_sampling_period_ms(400), 100);
-    EXPECT_EQ(lease_sampling_period_ms(1000), 250);
-    EXPECT_EQ(lease_sampling_period_ms(3600 * 1000), 250);
+    EXPECT_EQ(lease_sampling_period_ms(100), 25);
+    EXPECT_EQ(lease_sampling_period_ms(400), 50);
+    EXPECT_EQ(lease_sampling_period_ms(1000), 125);
+    EXPECT_EQ(lease_sampling_period_ms(3600 * 1000), 125);
 }
 
 TEST(LeaseClock, UninterruptedClientWaitEndsTheLease) {
