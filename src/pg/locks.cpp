@@ -126,7 +126,7 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
 #if PG_VERSION_NUM < 140000
     if (lease_ms > 0)
         ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("fencing leases need PostgreSQL 14 or later"),
-                        errdetail("Leases are enforced with idle_session_timeout, which PostgreSQL 13 lacks.")));
+                        errdetail("Lease expiry is reported with SQLSTATE 57P05, which PostgreSQL 13 lacks.")));
 #endif
     if (lease_ms < 0) lease_ms = 0;
     const bool reentrant = bool_arg(fcinfo, try_only ? 1 : 3, "reentrant");

@@ -62,9 +62,9 @@ volatile sig_atomic_t ended_lease_ms = 0;
 volatile sig_atomic_t ended_held = 0;
 
 // A counter that moves whenever the client does something the server can see
-// without reading the connection: a statement begins or ends (the backend's
-// pg_stat_activity entry changes; needs track_activities, the default), the
-// client takes data off the socket (the send queue shrinks), or, on TCP,
+// without reading the connection: a statement begins, the backend's
+// pg_stat_activity entry changes (statement start and end, COPY progress),
+// the client takes data off the socket (the send queue shrinks), or, on TCP,
 // bytes arrive or are acknowledged. Only syscalls and plain reads: it runs in
 // the timer's signal handler.
 struct TcpInfoPrefix {  // the start of Linux's struct tcp_info (ABI, append-only)
@@ -74,7 +74,11 @@ struct TcpInfoPrefix {  // the start of Linux's struct tcp_info (ABI, append-onl
 };
 
 std::uint64_t client_progress() {
-    std::uint64_t p = MyBEEntry != nullptr ? static_cast<std::uint64_t>(MyBEEntry->st_changecount) : 0;
+    // Statement start (a plain read of xact.c's variable, set for every
+    // message from the client whatever track_activities says), and the
+    // backend's pg_stat_activity entry, which COPY's progress reporting moves.
+    std::uint64_t p = static_cast<std::uint64_t>(GetCurrentStatementStartTimestamp());
+    if (MyBEEntry != nullptr) p += static_cast<std::uint64_t>(MyBEEntry->st_changecount) << 40;
     if (MyProcPort == nullptr) return p;
     // The socket is the first member of struct Port (libpq/libpq-be.h, which
     // cannot be included here without the GSSAPI headers).
