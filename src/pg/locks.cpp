@@ -165,19 +165,20 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
                 left = wait_ms - (static_cast<std::int64_t>(secs) * 1000 + usecs / 1000);
                 if (left < 1) left = 1;
             }
-            if (!drain_guard(r, left)) {
-                guarded_busy = true;
-            } else {
+            if (drain_guard(r, left))
                 token = issue_token(r.key, r.data, r.len, static_cast<std::int32_t>(lease_ms));
-            }
+            else if (try_only)
+                guarded_busy = true;
+            else
+                report_not_acquired(r, 0);  // wait => 0: the lock is not free yet
         }
         if (guarded_busy) {
             LockRelease(&rtag, mode, session);
         } else {
-        // Tokens are unique, so nobody else holds this tag; a validate()
-        // probe may hold it in ShareLock for an instant: wait that out.
-        const LOCKTAG ttag = token_tag(token);
-        (void)LockAcquire(&ttag, kTokenHoldMode, session, false);
+            // Tokens are unique, so nobody else holds this tag; a validate()
+            // probe may hold it in ShareLock for an instant: wait that out.
+            const LOCKTAG ttag = token_tag(token);
+            (void)LockAcquire(&ttag, kTokenHoldMode, session, false);
         }
     }
     PG_CATCH();

@@ -10,8 +10,9 @@
 #   2. a guarded writer that pauses (client silent) is ended after the grant's
 #      lease, so it cannot hold the resource up for longer: the new holder
 #      gets the lock within lease + 1 s, the stale entry never commits;
-#   3. the waiting acquirer respects its own wait (55P03) and try_acquire
-#      returns NULL, and neither leaves a lock behind;
+#   3. the waiting acquirer respects its own wait and lock_timeout (55P03,
+#      also for wait => 0) and try_acquire returns NULL, and none leaves a
+#      lock behind;
 #   4. a cycle between a guard and a lock is a deadlock PostgreSQL detects.
 use strict;
 use warnings;
@@ -125,6 +126,9 @@ SELECT :t2}, 'got');
 	$next->{stderr} = '';
 	is($next->query_safe("SELECT fencing.try_acquire('log:3') IS NULL"), 't',
 		'try_acquire returns NULL while a guarded transaction is open');
+	$next->query("\\set VERBOSITY verbose\nSELECT fencing.acquire('log:3', wait => '0')");
+	like($next->{stderr}, qr/ERROR:\s+55P03:/, 'acquire with wait => 0 raises 55P03 while a guarded transaction is open');
+	$next->{stderr} = '';
 	is($next->query_safe(q{SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'}),
 		'0', 'neither left a lock behind');
 	$next->query_safe("SET lock_timeout = '200ms'");

@@ -19,7 +19,7 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use FindBin;
 use lib $FindBin::Bin;
-use FencingTAP qw(psql_sqlstate);
+use FencingTAP qw(psql_sqlstate send_nb wait_tag);
 
 my $db = 'postgres';
 my @modes = ('off', 'local', 'remote_write', 'on', 'remote_apply');
@@ -92,24 +92,18 @@ END \$\$;});
 # A cancel ends the wait the same way.
 my $c = $primary->background_psql($db, on_error_stop => 0);
 my ($c_pid) = $c->query_safe('SELECT pg_backend_pid()');
-$c->{stdin} .= q{\set VERBOSITY verbose
+send_nb($c, q{\set VERBOSITY verbose
 DO $$ BEGIN
   FOR i IN 1 .. 100 LOOP
     PERFORM fencing.acquire('gone:cancel');
     PERFORM fencing.release('gone:cancel');
   END LOOP;
-END $$;
-\echo '<<done>>'
-\warn '<<done>>'
-};
-$c->{run}->pump_nb;
+END $$}, 'done');
 $primary->poll_query_until($db, "SELECT wait_event FROM pg_stat_activity WHERE pid = $c_pid", 'SyncRep')
   or die 'the acquisition did not wait for the standby';
 $primary->safe_psql($db, "SELECT pg_cancel_backend($c_pid)");
-$c->{run}->pump until $c->{stderr} =~ /<<done>>/ || $c->{timeout}->is_expired;
-like($c->{stderr}, qr/ERROR:\s+57014:/, 'a canceled wait for the standby raises 57014');
-$c->{stderr} = '';
-$c->{stdout} = '';
+my (undef, $c_err) = wait_tag($c, 'done');
+like($c_err, qr/ERROR:\s+57014:/, 'a canceled wait for the standby raises 57014');
 is($c->query_safe(q{SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'}),
 	'0', 'no lock is left held after the canceled wait');
 my $failed_at = $c->query_safe(q{SELECT fencing.current('gone:cancel')});
