@@ -4,7 +4,8 @@
 #     at nearly every sample) keeps its lock for 3.5x the lease: the socket's
 #     byte counters show it reading between the samples (a COPY would show
 #     its progress through pg_stat_progress_copy, a SELECT has nothing else);
-#   - a client stopped for good loses its lock within lease + 1 s.
+#   - a client stopped for good loses its lock within lease + 1 s of its
+#     backend blocking on it.
 use strict;
 use warnings;
 
@@ -63,7 +64,7 @@ my ($stopped, $stopped_psql, $stopped_pid) = start_reader('stopped',
 	"COPY (SELECT repeat('x', 100) FROM generate_series(1, 10000) a, generate_series(1, 10000) b) TO STDOUT");
 kill 'STOP', $stopped_psql;
 my $stopped_at = time;
-my $stopped_gone;
+my ($stopped_gone, $stopped_blocked_at);
 my $until = time + 3.5;
 my ($samples, $client_write) = (0, 0);
 while (time < $until)
@@ -72,7 +73,12 @@ while (time < $until)
 	sleep 0.125;
 	$samples++;
 	$client_write++ if q1("SELECT wait_event FROM pg_stat_activity WHERE pid = $steady_pid") eq 'ClientWrite';
-	$stopped_gone //= time - $stopped_at if !alive($stopped_pid);
+	if (!defined $stopped_gone)
+	{
+		my $ev = q1("SELECT coalesce(wait_event, '-') FROM pg_stat_activity WHERE pid = $stopped_pid");
+		$stopped_blocked_at //= time if $ev eq 'ClientWrite';
+		$stopped_gone = time if $ev eq '';
+	}
 	sleep 0.125;
 	kill 'CONT', $steady_psql;
 	sleep 0.002;
@@ -83,9 +89,15 @@ ok($saw_client_write, 'steady: its backend waits for the client (ClientWrite) mo
 ok(alive($steady_pid), 'steady: a client that keeps reading, slowly, keeps its session');
 is(q1("SELECT pid FROM fencing.locks WHERE resource = 'tcp:steady' AND granted"), $steady_pid,
 	'steady: and its lock, after 3.5x the lease');
-ok(defined $stopped_gone && $stopped_gone <= 2.5,
-	'stopped: a client stopped for good loses its session within lease + 1 s, plus what kernel buffers absorb ('
-	  . ($stopped_gone // 'never') . ' s)');
+# The server sees the silence once the kernel's socket buffers are full and
+# the backend blocks (ClientWrite): the lease counts from there.
+ok(defined $stopped_gone, 'stopped: a client stopped for good loses its session');
+ok(defined $stopped_gone && defined $stopped_blocked_at && $stopped_gone - $stopped_blocked_at <= 2.0,
+	'stopped: within lease + 1 s of its backend blocking on it ('
+	  . (defined $stopped_gone && defined $stopped_blocked_at ? $stopped_gone - $stopped_blocked_at : 'never') . ' s)');
+ok(defined $stopped_gone && $stopped_gone - $stopped_at <= 3.5,
+	'stopped: within lease + 1 s of its stop, plus what the socket buffers absorbed ('
+	  . (defined $stopped_gone ? $stopped_gone - $stopped_at : 'never') . ' s)');
 is(q1("SELECT count(*) FROM fencing.locks WHERE resource = 'tcp:stopped'"), '0', 'stopped: and its lock');
 
 kill 'CONT', $stopped_psql;
