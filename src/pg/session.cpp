@@ -7,9 +7,13 @@
 #include <sys/socket.h>
 
 extern "C" {
+#if PG_VERSION_NUM >= 140000
 #include "utils/backend_status.h"
-#include "utils/timeout.h"
 #include "utils/wait_event.h"
+#else
+#include "pgstat.h"
+#endif
+#include "utils/timeout.h"
 }
 
 #include "core/lease_clock.hpp"
