@@ -63,6 +63,17 @@ std::size_t HoldLedger::copy_session_holds(SessionHold* out, std::size_t cap) co
     return n;
 }
 
+std::size_t HoldLedger::copy_leased_holds(LeasedHold* out, std::size_t cap) const noexcept {
+    if (leased_ == 0) return 0;
+    std::size_t n = 0;
+    for (const auto& [key, h] : holds_) {
+        if (h.lease_ms <= 0) continue;
+        if (n < cap) out[n] = LeasedHold{key, h.lease_ms};
+        ++n;
+    }
+    return n;
+}
+
 void HoldLedger::subxact_commit(std::uint32_t sub, std::uint32_t parent) {
     for (auto& [key, h] : holds_) {
         (void)key;

@@ -54,6 +54,15 @@ public:
     };
     std::size_t copy_session_holds(SessionHold* out, std::size_t cap) const noexcept;
 
+    // Keys that have a leased hold, with their leases, written to
+    // out[0 .. cap) without allocating; returns how many there are in all
+    // (more than cap when out was too small).
+    struct LeasedHold {
+        std::uint64_t key;
+        std::int64_t lease_ms;
+    };
+    std::size_t copy_leased_holds(LeasedHold* out, std::size_t cap) const noexcept;
+
     // Subtransaction `sub` committed into `parent`: its holds now belong to the parent.
     void subxact_commit(std::uint32_t sub, std::uint32_t parent);
     // Subtransaction `sub` aborted: its transaction holds are gone.

@@ -91,15 +91,12 @@ inline void index_insert_unique(Relation irel, Datum* values, bool* nulls, ItemP
 #endif
 }
 
-// idle_session_timeout, with which leases are enforced, exists from 14 on.
+// Leases need 14 or later: their expiry is reported with SQLSTATE 57P05
+// (ERRCODE_IDLE_SESSION_TIMEOUT), which exists from 14 on.
 #if PG_VERSION_NUM >= 140000
 inline constexpr bool has_idle_session_timeout = true;
-inline int idle_session_timeout() { return IdleSessionTimeout; }
-inline void set_idle_session_timeout(int ms) { IdleSessionTimeout = ms; }
 #else
 inline constexpr bool has_idle_session_timeout = false;
-inline int idle_session_timeout() { return 0; }
-inline void set_idle_session_timeout(int) {}
 #endif
 
 // In-place update of a catalog-style row under the buffer lock, as the

@@ -227,15 +227,29 @@ bool sync_standby_confirmed(XLogRecPtr lsn) { return compat::sync_standbys_flush
 void make_durable(XLogRecPtr lsn) {
     XLogFlush(lsn);
     if (!sync_standbys_defined()) return;
-    int saved = synchronous_commit;
-    if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_FLUSH) synchronous_commit = SYNCHRONOUS_COMMIT_REMOTE_FLUSH;
+    // SyncRepWaitForLSN() waits in the mode SyncRepWaitMode says, which only
+    // synchronous_commit's assign hook sets: raise the setting through the GUC
+    // machinery (so the hook runs) for the wait, and pop it afterwards, on
+    // error too (an aborting (sub)transaction pops it as well).
+    const bool raise = synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_FLUSH;
+    const int nest = raise ? NewGUCNestLevel() : 0;
+    if (raise)
+        (void)set_config_option("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                                false);
     PG_TRY();
     { SyncRepWaitForLSN(lsn, false); }
-    PG_FINALLY();
-    { synchronous_commit = saved; }
+    PG_CATCH();
+    {
+        if (raise) AtEOXact_GUC(false, nest);
+        PG_RE_THROW();
+    }
     PG_END_TRY();
+    if (raise) AtEOXact_GUC(false, nest);
+    // The wait ends early only when canceled (a cancel, statement_timeout, or
+    // a termination that is on its way): the token must not leave. Not a
+    // class-08 code: that would tell connection pools the connection broke.
     if (sync_standbys_defined() && !sync_standby_confirmed(lsn))
-        ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+        ereport(ERROR, (errcode(ProcDiePending ? ERRCODE_ADMIN_SHUTDOWN : ERRCODE_QUERY_CANCELED),
                         errmsg("fence token was not confirmed by the synchronous standby"),
                         errdetail("The wait for synchronous replication was canceled before the standby flushed the token."),
                         errhint("The token was not handed out; acquire again.")));

@@ -13,6 +13,7 @@ namespace fencing::pg {
 
 inline constexpr uint16 kResourceTagKind = 0x7E01;  // (db, key hi, key lo): the resource itself
 inline constexpr uint16 kTokenTagKind = 0x7E02;     // (db, token hi, token lo): held with the token
+inline constexpr uint16 kGuardTagKind = 0x7E03;     // (db, key hi, key lo): validate()-guarded writes
 
 // Session holds take the resource in ExclusiveLock, transaction holds in
 // ShareRowExclusiveLock: the two conflict with each other and with
@@ -23,6 +24,12 @@ inline constexpr LOCKMODE kXactMode = ShareRowExclusiveLock;
 // Token tags are held in ExclusiveLock; validate() probes them with ShareLock.
 inline constexpr LOCKMODE kTokenHoldMode = ExclusiveLock;
 inline constexpr LOCKMODE kTokenProbeMode = ShareLock;
+// A successful validate() holds the resource's guard tag in ShareLock until its
+// transaction ends; every acquisition takes (and at once releases) the guard
+// in ExclusiveLock before it issues a new token, so no transaction that
+// validated an older token is still open when a newer token exists.
+inline constexpr LOCKMODE kGuardHoldMode = ShareLock;
+inline constexpr LOCKMODE kGuardDrainMode = ExclusiveLock;
 
 inline LOCKTAG resource_tag(std::uint64_t key) {
     LOCKTAG tag;
@@ -34,6 +41,12 @@ inline LOCKTAG token_tag(std::int64_t token) {
     std::uint64_t t = static_cast<std::uint64_t>(token);
     LOCKTAG tag;
     SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, core::key_high(t), core::key_low(t), kTokenTagKind);
+    return tag;
+}
+
+inline LOCKTAG guard_tag(std::uint64_t key) {
+    LOCKTAG tag;
+    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, core::key_high(key), core::key_low(key), kGuardTagKind);
     return tag;
 }
 

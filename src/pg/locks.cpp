@@ -95,6 +95,21 @@ void lock_resource(const Resource& r, const LOCKTAG& tag, LOCKMODE mode, bool se
     if (timed_out) report_not_acquired(r, wait_ms);
 }
 
+// Waits until no transaction that validate()d a token of the resource is still
+// open (see the guard tag in lock_tags.hpp): takes the resource's guard
+// exclusively and releases it at once. At most wait_ms when wait_ms >= 0;
+// false when wait_ms is 0 and a guarded transaction is open.
+bool drain_guard(const Resource& r, std::int64_t wait_ms) {
+    const LOCKTAG gtag = guard_tag(r.key);
+    if (wait_ms == 0) {
+        if (LockAcquire(&gtag, kGuardDrainMode, false, true) == LOCKACQUIRE_NOT_AVAIL) return false;
+    } else {
+        lock_resource(r, gtag, kGuardDrainMode, false, wait_ms);
+    }
+    LockRelease(&gtag, kGuardDrainMode, false);
+    return true;
+}
+
 bool holds_resource(const LOCKTAG& tag) { return held_by_me(tag, kSessionMode) || held_by_me(tag, kXactMode); }
 
 std::int64_t token_of_own_hold(const Resource& r) {
@@ -110,13 +125,14 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
     std::int64_t lease_ms = try_only ? -1 : interval_ms_arg(fcinfo, 2, "lease", false);
     if (!compat::has_idle_session_timeout && lease_ms > 0)
         ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("fencing leases need PostgreSQL 14 or later"),
-                        errdetail("Leases are enforced with idle_session_timeout, which PostgreSQL 13 lacks.")));
+                        errdetail("Lease expiry is reported with SQLSTATE 57P05, which PostgreSQL 13 lacks.")));
     if (lease_ms < 0) lease_ms = 0;
     const bool reentrant = bool_arg(fcinfo, try_only ? 1 : 3, "reentrant");
 
     const LOCKTAG rtag = resource_tag(r.key);
     const LOCKMODE mode = session ? kSessionMode : kXactMode;
     const bool was_held = holds_resource(rtag);
+    const TimestampTz asked_at = wait_ms > 0 ? GetCurrentTimestamp() : 0;
     if (was_held && !reentrant) report_already_held(r, session);
 
     if (try_only) {
@@ -126,6 +142,7 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
     }
 
     std::int64_t token = 0;
+    bool guarded_busy = false;
     PG_TRY();
     {
         // A nested hold gets its grant's token back; a hold the ledger does
@@ -133,11 +150,34 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
         // fresh, greater one: never the fence state's latest token, which
         // may be someone else's.
         const core::Hold* own = was_held ? ledger().find(r.key) : nullptr;
-        token = own != nullptr ? own->token : issue_token(r.key, r.data, r.len, static_cast<std::int32_t>(lease_ms));
-        // Tokens are unique, so nobody else holds this tag; a validate()
-        // probe may hold it in ShareLock for an instant: wait that out.
-        const LOCKTAG ttag = token_tag(token);
-        (void)LockAcquire(&ttag, kTokenHoldMode, session, false);
+        if (own != nullptr) {
+            token = own->token;
+        } else {
+            // A new token only once every validate()-guarded transaction of
+            // the previous grants has ended, within what is left of the wait.
+            std::int64_t left = wait_ms;
+            if (wait_ms > 0) {
+                long secs = 0;
+                int usecs = 0;
+                TimestampDifference(asked_at, GetCurrentTimestamp(), &secs, &usecs);
+                left = wait_ms - (static_cast<std::int64_t>(secs) * 1000 + usecs / 1000);
+                if (left < 1) left = 1;
+            }
+            if (drain_guard(r, left))
+                token = issue_token(r.key, r.data, r.len, static_cast<std::int32_t>(lease_ms));
+            else if (try_only)
+                guarded_busy = true;
+            else
+                report_not_acquired(r, 0);  // wait => 0: the lock is not free yet
+        }
+        if (guarded_busy) {
+            LockRelease(&rtag, mode, session);
+        } else {
+            // Tokens are unique, so nobody else holds this tag; a validate()
+            // probe may hold it in ShareLock for an instant: wait that out.
+            const LOCKTAG ttag = token_tag(token);
+            (void)LockAcquire(&ttag, kTokenHoldMode, session, false);
+        }
     }
     PG_CATCH();
     {
@@ -146,6 +186,7 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
         PG_RE_THROW();
     }
     PG_END_TRY();
+    if (guarded_busy) return false;  // only try_only gets here
 
     const SubTransactionId sub = GetCurrentSubTransactionId();
     bool recorded = false;
@@ -279,6 +320,12 @@ FENCING_FUNCTION(fencing_validate) {
                             errdetail("No token was presented for resource \"%.*s\" (the token is null).", r.len, r.data),
                             errhint("Acquire the resource with fencing.acquire() and use the token it returns.")));
         std::int64_t token = PG_GETARG_INT64(1);
+        // The guard first, then the check: an acquisition that has not yet
+        // issued its token now waits for this transaction to end, and one
+        // that has issued it makes the check below fail.
+        const LOCKTAG gtag = guard_tag(r.key);
+        const bool guard_new = !held_by_me(gtag, kGuardHoldMode);
+        if (guard_new) (void)LockAcquire(&gtag, kGuardHoldMode, false, false);
         StateRow row = read_state(r.key, r.data, r.len);
         if (!row.found || row.token != token) report_stale(r, token, row, "a newer lock was granted since");
         // The holder of the latest grant keeps a lock on its token: probe it.
@@ -291,6 +338,12 @@ FENCING_FUNCTION(fencing_validate) {
                 LockRelease(&ttag, kTokenProbeMode, false);
         }
         if (!held) report_stale(r, token, row, "the lock granted with it is no longer held");
+        // The guard lasts as long as the transaction, limited by the grant's
+        // lease: a guarding session silent for longer is ended like a holder.
+        if (guard_new && row.lease_ms > 0) {
+            guard_ledger().add(r.key, token, false, GetCurrentSubTransactionId(), row.lease_ms);
+            apply_leases();
+        }
         PG_RETURN_INT64(token);
     });
 }

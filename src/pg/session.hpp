@@ -1,5 +1,6 @@
-// This backend's fencing holds (the ledger), kept in step with transaction
-// and subtransaction ends, and the idle timeouts that enforce leases.
+// This backend's fencing holds (the ledgers), kept in step with transaction
+// and subtransaction ends and with the lock manager, and the timer that
+// enforces leases.
 #pragma once
 #include "pg/pg.hpp"
 
@@ -7,10 +8,15 @@
 
 namespace fencing::pg {
 
+// Holds of fencing locks, per resource key.
 core::HoldLedger& ledger() noexcept;
+// Guard holds taken by validate() (transaction scope), per resource key, with
+// the lease of the grant they validated.
+core::HoldLedger& guard_ledger() noexcept;
 
-// Re-arms or restores idle_session_timeout / idle_in_transaction_session_timeout
-// after the set of leased holds changed.
+// Forgets leased holds the lock manager no longer has (pg_advisory_unlock_all(),
+// DISCARD ALL, an aborted subtransaction), then starts, adjusts or stops the
+// lease timer for the leased holds left. Call after the holds changed.
 void apply_leases() noexcept;
 
 void register_session_callbacks();

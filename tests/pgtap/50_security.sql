@@ -219,7 +219,7 @@ SELECT ok(fencing.acquire('t50:free', wait => '0'::interval, reentrant => true) 
 SELECT ok(fencing.release('t50:free') AND fencing.release('t50:free'), 'released');
 SELECT is((SELECT string_agg(DISTINCT objsubid::text, ',' ORDER BY objsubid::text) FROM pg_locks
             WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())),
-          '1,2,32257,32258', 'pg_locks: advisory keys use objsubid 1 and 2, fencing 32257 (resources) and 32258 (tokens)');
+          '1,2,32257,32258,32259', 'pg_locks: advisory keys use objsubid 1 and 2, fencing 32257 (resources), 32258 (tokens) and 32259 (validate() guards)');
 
 -- Other roles' tokens in fencing.locks.
 SELECT is(t50.value_as('fencing_t50_intruder',

@@ -405,3 +405,20 @@ TEST(HoldLedger, CopySessionHoldsRespectsCapacityAndCarriesTokens) {
     EXPECT_EQ(l.copy_session_holds(all, 3), 2u);
     EXPECT_EQ(l.copy_session_holds(nullptr, 0), 0u);
 }
+
+TEST(HoldLedger, CopyLeasedHoldsListsOnlyLeasedKeysAndCountsPastCapacity) {
+    HoldLedger l;
+    l.add(kA, 1, kSession, kTop, 0);
+    EXPECT_EQ(l.copy_leased_holds(nullptr, 0), 0u);
+    l.add(kB, 2, kSession, kTop, 500);
+    l.add(kC, 3, kXact, kTop, 900);
+    HoldLedger::LeasedHold buf[2];
+    ASSERT_EQ(l.copy_leased_holds(buf, 2), 2u);
+    std::vector<std::pair<std::uint64_t, std::int64_t>> v{{buf[0].key, buf[0].lease_ms}, {buf[1].key, buf[1].lease_ms}};
+    std::sort(v.begin(), v.end());
+    EXPECT_EQ(v, (std::vector<std::pair<std::uint64_t, std::int64_t>>{{kB, 500}, {kC, 900}}));
+    EXPECT_EQ(l.copy_leased_holds(buf, 1), 2u) << "the count says the buffer was too small";
+    l.forget(kB);
+    ASSERT_EQ(l.copy_leased_holds(buf, 2), 1u);
+    EXPECT_EQ(buf[0].key, kC);
+}

@@ -1,0 +1,106 @@
+# Leases over TCP, while the backend sends a large result:
+#   - a client that reads a SELECT result steadily but slowly (psql stopped,
+#     then let run for 2 ms, every 250 ms, so that its backend waits for it
+#     at nearly every sample) keeps its lock for 3.5x the lease: the socket's
+#     byte counters show it reading between the samples (a COPY would show
+#     its progress through pg_stat_progress_copy, a SELECT has nothing else);
+#   - a client stopped for good loses its lock within lease + 1 s of its
+#     backend blocking on it.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+use Time::HiRes qw(time sleep);
+
+my $node = PostgreSQL::Test::Cluster->new('lease_tcp');
+$node->init;
+$node->append_conf('postgresql.conf', "log_min_messages = warning\nlisten_addresses = '127.0.0.1'\n");
+$node->append_conf('pg_hba.conf', "host all all 127.0.0.1/32 trust\n");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION fencing');
+
+sub q1 { return $node->safe_psql('postgres', $_[0]); }
+
+sub poll
+{
+	my ($sql, $want, $seconds) = @_;
+	my $until = time + ($seconds // 30);
+	while (time < $until)
+	{
+		return 1 if q1($sql) eq $want;
+		sleep 0.05;
+	}
+	return 0;
+}
+
+my $psql = $node->installed_command('psql') // 'psql';
+my $tcp = 'host=127.0.0.1 port=' . $node->port . ' dbname=postgres';
+
+# start_reader($name): psql over TCP takes a leased lock and streams a COPY of
+# ~10 GB to /dev/null. Returns (harness, psql pid, backend pid).
+sub start_reader
+{
+	my ($name, $query) = @_;
+	my ($in, $err) = ('', '');
+	my $h = IPC::Run::start([ $psql, '-X', '-q', '-d', $tcp, '-c',
+			"SET application_name = '$name'; SELECT fencing.acquire('tcp:$name', lease => '1s'); $query" ],
+		'<', \$in, '>', '/dev/null', '2>', \$err);
+	poll("SELECT count(*) FROM fencing.locks WHERE resource = 'tcp:$name' AND granted", '1')
+	  or die "$name did not get its lock";
+	my $backend = q1("SELECT pid FROM pg_stat_activity WHERE application_name = '$name'");
+	is(q1("SELECT client_addr FROM pg_stat_activity WHERE pid = $backend"), '127.0.0.1', "$name: connected over TCP");
+	return ($h, $h->{KIDS}[0]{PID}, $backend);
+}
+
+sub alive { return q1("SELECT count(*) FROM pg_stat_activity WHERE pid = $_[0]") eq '1'; }
+
+# The steady reader, and the one stopped for good, at the same time.
+my ($steady, $steady_psql, $steady_pid) =
+  start_reader('steady', "SELECT repeat('x', 100) FROM generate_series(1, 2000000)");
+my ($stopped, $stopped_psql, $stopped_pid) = start_reader('stopped',
+	"COPY (SELECT repeat('x', 100) FROM generate_series(1, 10000) a, generate_series(1, 10000) b) TO STDOUT");
+kill 'STOP', $stopped_psql;
+my $stopped_at = time;
+my ($stopped_gone, $stopped_blocked_at);
+my $until = time + 3.5;
+my ($samples, $client_write) = (0, 0);
+while (time < $until)
+{
+	kill 'STOP', $steady_psql;
+	sleep 0.125;
+	$samples++;
+	$client_write++ if q1("SELECT wait_event FROM pg_stat_activity WHERE pid = $steady_pid") eq 'ClientWrite';
+	if (!defined $stopped_gone)
+	{
+		my $ev = q1("SELECT coalesce(wait_event, '-') FROM pg_stat_activity WHERE pid = $stopped_pid");
+		$stopped_blocked_at //= time if $ev eq 'ClientWrite';
+		$stopped_gone = time if $ev eq '';
+	}
+	sleep 0.125;
+	kill 'CONT', $steady_psql;
+	sleep 0.002;
+}
+my $saw_client_write = $client_write >= $samples / 2;
+note "steady: ClientWrite in $client_write of $samples samples";
+ok($saw_client_write, 'steady: its backend waits for the client (ClientWrite) most of the time');
+ok(alive($steady_pid), 'steady: a client that keeps reading, slowly, keeps its session');
+is(q1("SELECT pid FROM fencing.locks WHERE resource = 'tcp:steady' AND granted"), $steady_pid,
+	'steady: and its lock, after 3.5x the lease');
+# The server sees the silence once the kernel's socket buffers are full and
+# the backend blocks (ClientWrite): the lease counts from there.
+ok(defined $stopped_gone, 'stopped: a client stopped for good loses its session');
+ok(defined $stopped_gone && defined $stopped_blocked_at && $stopped_gone - $stopped_blocked_at <= 2.0,
+	'stopped: within lease + 1 s of its backend blocking on it ('
+	  . (defined $stopped_gone && defined $stopped_blocked_at ? $stopped_gone - $stopped_blocked_at : 'never') . ' s)');
+ok(defined $stopped_gone && $stopped_gone - $stopped_at <= 3.5,
+	'stopped: within lease + 1 s of its stop, plus what the socket buffers absorbed ('
+	  . (defined $stopped_gone ? $stopped_gone - $stopped_at : 'never') . ' s)');
+is(q1("SELECT count(*) FROM fencing.locks WHERE resource = 'tcp:stopped'"), '0', 'stopped: and its lock');
+
+kill 'CONT', $stopped_psql;
+$_->kill_kill for ($steady, $stopped);
+$node->stop;
+done_testing();
