@@ -515,3 +515,14 @@ SELECT count(*) AS advisory_locks_left FROM pg_locks WHERE locktype = 'advisory'
 \set VERBOSITY terse
 SELECT fencing.validate('t11:discard', :'d2');
 \set VERBOSITY default
+
+--------------------------------------------------------------------------------
+-- A transaction that holds fencing locks (or validate() guards) cannot be
+-- prepared (0A000): a prepared transaction would keep them after its session
+-- ends, beyond any lease. The failed PREPARE rolls back and frees them.
+--------------------------------------------------------------------------------
+BEGIN;
+SELECT fencing.acquire_xact('t11:2pc', lease => '1 s') IS NOT NULL AS held;
+PREPARE TRANSACTION 't11_2pc';
+\echo :SQLSTATE
+SELECT count(*) AS advisory_locks_left FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();

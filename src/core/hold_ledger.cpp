@@ -11,6 +11,12 @@ std::uint32_t Hold::xact_total() const noexcept {
     return n;
 }
 
+bool HoldLedger::any_xact() const noexcept {
+    for (const auto& [key, hold] : holds_)
+        if (hold.xact_total() > 0) return true;
+    return false;
+}
+
 void HoldLedger::add(std::uint64_t key, std::int64_t token, bool session, std::uint32_t subxact,
                      std::int64_t lease_ms) {
     Hold& h = holds_[key];

@@ -69,6 +69,9 @@ public:
     void subxact_abort(std::uint32_t sub);
     // The top-level transaction ended: every transaction hold is gone.
     void xact_end();
+    // Whether any key has a transaction hold (a transaction that holds one
+    // must not be prepared: the lock would outlive its holder, unleased).
+    bool any_xact() const noexcept;
 
     // Shortest lease among held keys; 0 when none is leased. Constant time
     // unless some hold is leased (then linear in the holds).

@@ -170,6 +170,20 @@ void reset_ledgers() noexcept {
 
 void xact_callback(XactEvent event, void*) {
     switch (event) {
+        case XACT_EVENT_PRE_PREPARE: {
+            // A prepared transaction keeps its locks after its session ends,
+            // unleased, until COMMIT/ROLLBACK PREPARED: a fencing lock (or a
+            // validate() guard) there would outlive its holder.
+            const bool holds = the_ledger.any_xact() || the_guards.any_xact();
+            if (holds)
+                ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                                errmsg("cannot prepare a transaction that holds fencing locks"),
+                                errdetail("A prepared transaction would keep its transaction-scoped fencing locks and "
+                                          "validate() guards after its session ends, beyond any lease, until COMMIT "
+                                          "PREPARED or ROLLBACK PREPARED."),
+                                errhint("Commit the transaction instead of preparing it.")));
+            break;
+        }
         case XACT_EVENT_COMMIT:
         case XACT_EVENT_ABORT:
         case XACT_EVENT_PARALLEL_COMMIT:

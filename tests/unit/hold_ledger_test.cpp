@@ -422,3 +422,18 @@ TEST(HoldLedger, CopyLeasedHoldsListsOnlyLeasedKeysAndCountsPastCapacity) {
     ASSERT_EQ(l.copy_leased_holds(buf, 2), 1u);
     EXPECT_EQ(buf[0].key, kC);
 }
+
+TEST(HoldLedger, AnyXactSeesOnlyTransactionHolds) {
+    HoldLedger l;
+    EXPECT_FALSE(l.any_xact());
+    l.add(1, 10, true, 1, 0);
+    EXPECT_FALSE(l.any_xact()) << "a session hold is not a transaction hold";
+    l.add(2, 20, false, 3, 0);
+    EXPECT_TRUE(l.any_xact());
+    l.subxact_abort(3);
+    EXPECT_FALSE(l.any_xact()) << "the subtransaction that took it aborted";
+    l.add(2, 21, false, 1, 0);
+    EXPECT_TRUE(l.any_xact());
+    l.xact_end();
+    EXPECT_FALSE(l.any_xact());
+}
