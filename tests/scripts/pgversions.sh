@@ -250,7 +250,7 @@ pgv_fetch_locked() {
   # the newest version of its suites (point release, -updates, -security).
   [ "$last" = "$suites" ] || topt=(-t "$last")
   root="$PGV_CACHE/pg$major"
-  stamp="$root/.complete"
+  stamp="$root/.complete-2"   # bump when the extracted tree changes shape
   bindir="$root/usr/lib/postgresql/$major/bin"
   if [ -f "$stamp" ] && [ -x "$bindir/pg_config" ]; then
     echo "$bindir"
@@ -278,6 +278,9 @@ pgv_fetch_locked() {
     [ -n "$deb" ] || { pgv_log "no package file of $p"; return 1; }
     dpkg-deb -x "$deb" "$root"
   done
+  # LLVM is not fetched: without its provider library PostgreSQL runs without
+  # JIT, quietly, instead of failing a costly query (pg_rewind's file list).
+  rm -f "$root/usr/lib/postgresql/$major/lib/llvmjit.so"
   ld="$(find "$root" -name 'ld-linux-x86-64.so.2' \( -type f -o -type l \) | head -n 1)"
   [ -n "$ld" ] || { pgv_log "no dynamic loader in the packages of $major"; return 1; }
   ld="$(readlink -f "$ld")"
