@@ -8,9 +8,11 @@
 -- applies. Bad values: not a number 22P02, outside bigint 22003, zero or
 -- negative 23514 (constraint token_positive).
 -------------------------------------------------------------------------------
--- Every role may use the extension's functions, type and views; its state
--- tables stay private (see the REVOKEs below).
-GRANT USAGE ON SCHEMA fencing TO PUBLIC;
+-- PUBLIC gets no USAGE on schema fencing: GRANT USAGE ON SCHEMA fencing TO
+-- app_role is what lets a role acquire tokens and call the functions. Writes
+-- to protected tables need nothing of fencing: the trigger is resolved by OID
+-- and looks up the token type without a schema privilege check. The state
+-- tables stay private whatever is granted (see the REVOKEs below).
 
 CREATE DOMAIN fencing.token AS bigint CONSTRAINT token_positive CHECK (VALUE > 0);
 COMMENT ON DOMAIN fencing.token IS 'fencing token: a strictly increasing 64-bit lock-grant number (1 .. 9223372036854775807)';

@@ -23,7 +23,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(76);
+SELECT plan(86);
 
 SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dblink;
@@ -73,15 +73,41 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON public.t50_owned, public.t50_plain TO fe
 RESET client_min_messages;
 
 --------------------------------------------------------------------------------
--- 1. Every role may use fencing (README, Privileges).
+-- 1. Using fencing takes a grant; writing to a protected table does not.
 --------------------------------------------------------------------------------
-SELECT ok(has_schema_privilege('fencing_t50_fresh', 'fencing', 'USAGE'),
-          'a role without grants has USAGE on schema fencing (README: every role may call the acquisition functions)');
+SELECT ok(NOT has_schema_privilege('fencing_t50_fresh', 'fencing', 'USAGE'),
+          'PUBLIC has no USAGE on schema fencing: a role without grants has none');
+SELECT is(t50.state_as('fencing_t50_fresh', $q$SELECT fencing.current('t50:any')$q$), '42501',
+          'a role without USAGE on schema fencing cannot call fencing.current');
+SELECT is(t50.state_as('fencing_t50_fresh', $q$SELECT fencing.acquire_xact('t50:any')$q$), '42501',
+          'nor fencing.acquire_xact');
+SELECT is(t50.state_as('fencing_t50_fresh', $q$SELECT count(*) FROM fencing.locks$q$), '42501',
+          'nor read fencing.locks');
+-- The writer may read and write the protected table but has nothing of fencing.
+CREATE ROLE fencing_t50_writer NOLOGIN;
+GRANT SELECT, INSERT, UPDATE, DELETE ON public.t50_owned TO fencing_t50_writer;
+SELECT is(t50.state_as('fencing_t50_writer', $q$INSERT INTO public.t50_owned VALUES (7, 'w', 200)$q$), '00000',
+          'a role without USAGE on schema fencing inserts into a protected table with a token');
+SELECT is(t50.state_as('fencing_t50_writer', $q$UPDATE public.t50_owned SET v = 'w', fence_token = 101 WHERE id = 1$q$), '00000',
+          'and updates it with a newer token');
+SELECT is(t50.state_as('fencing_t50_writer', $q$UPDATE public.t50_owned SET v = 'w', fence_token = 100 WHERE id = 1$q$), '23T01',
+          'its stale write is rejected with 23T01');
+SELECT is(t50.value_as('fencing_t50_writer',
+          $q$SET LOCAL fencing.token = '150'; UPDATE public.t50_owned SET v = 'w' WHERE id = 1 RETURNING fence_token::bigint$q$), '150',
+          'SET LOCAL fencing.token works without USAGE on schema fencing');
+SELECT is(t50.state_as('fencing_t50_writer', $q$UPDATE public.t50_owned SET v = 'w' WHERE id = 1$q$), '23T01',
+          'its write without a token is rejected with 23T01');
+SELECT is(t50.state_as('fencing_t50_writer', $q$SELECT fencing.use(5)$q$), '42501',
+          'fencing.use needs USAGE on schema fencing (SET LOCAL fencing.token does not)');
+-- GRANT USAGE ON SCHEMA fencing TO app_role is what lets a role use fencing.
+GRANT USAGE ON SCHEMA fencing TO fencing_t50_fresh;
 SELECT is(t50.state_as('fencing_t50_fresh', $q$SELECT fencing.current('t50:any')$q$), '00000',
-          'a role without grants can call fencing.current');
+          'with USAGE on schema fencing a role can call fencing.current');
+SELECT is(t50.state_as('fencing_t50_fresh', $q$SELECT fencing.acquire_xact('t50:any')$q$), '00000',
+          'and acquire');
 
--- From here on, the roles have USAGE on the schema whatever the default, so
--- that each check below meets the object's own privileges, not the schema's.
+-- From here on, the roles have USAGE on the schema, so that each check below
+-- meets the object's own privileges, not the schema's.
 GRANT USAGE ON SCHEMA fencing TO fencing_t50_intruder, fencing_t50_monitor, fencing_t50_owner;
 
 --------------------------------------------------------------------------------
