@@ -254,11 +254,14 @@ INSERT INTO up VALUES (1, 50, 'h'), (2, 4, 'y') ON CONFLICT (id) DO UPDATE SET f
 SELECT * FROM up ORDER BY id;
 
 ---------------------------------------------------------------------------
--- DELETE: unchecked unless fence_deletes
+-- DELETE: fenced by default (fence_deletes); unchecked with fence_deletes => false
 ---------------------------------------------------------------------------
 CREATE TABLE del (id int PRIMARY KEY, fence_token fencing.token, v text);
 SELECT fencing.protect('del');
 INSERT INTO del VALUES (1, 10, 'a'), (2, 10, 'b'), (3, 10, 'c'), (4, 10, 'd'), (5, 10, 'e');
+-- the default: without fencing.token, rejected
+DELETE FROM del WHERE id = 5;
+SELECT fencing.protect('del', fence_deletes => false);
 DELETE FROM del WHERE id = 5;
 SELECT fencing.protect('del', fence_deletes => true);
 -- without fencing.token: rejected

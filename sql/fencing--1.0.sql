@@ -162,7 +162,7 @@ CREATE FUNCTION fencing.advance_past(tbl regclass, floor bigint) RETURNS bigint
     AS 'MODULE_PATHNAME', 'fencing_advance_past' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 CREATE FUNCTION fencing.protect(tbl regclass, token_column name DEFAULT NULL, allow_equal boolean DEFAULT false,
-                                on_stale text DEFAULT 'error', fence_deletes boolean DEFAULT false)
+                                on_stale text DEFAULT 'error', fence_deletes boolean DEFAULT true)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     r           record;

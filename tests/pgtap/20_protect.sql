@@ -15,7 +15,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(65);
+SELECT plan(71);
 
 -- as_role(r, q): runs q as role r (an error propagates; the role switch is
 -- undone either way, as the caller's subtransaction is rolled back).
@@ -45,7 +45,7 @@ SELECT has_function('fencing', 'protect', ARRAY['regclass', 'name', 'boolean', '
 SELECT function_returns('fencing', 'protect', ARRAY['regclass', 'name', 'boolean', 'text', 'boolean'], 'void',
                         'fencing.protect returns void');
 SELECT is((SELECT pg_get_function_arguments('fencing.protect(regclass,name,boolean,text,boolean)'::regprocedure)),
-          'tbl regclass, token_column name DEFAULT NULL::name, allow_equal boolean DEFAULT false, on_stale text DEFAULT ''error''::text, fence_deletes boolean DEFAULT false',
+          'tbl regclass, token_column name DEFAULT NULL::name, allow_equal boolean DEFAULT false, on_stale text DEFAULT ''error''::text, fence_deletes boolean DEFAULT true',
           'fencing.protect argument names and defaults');
 SELECT has_function('fencing', 'unprotect', ARRAY['regclass'], 'fencing.unprotect(regclass)');
 SELECT function_returns('fencing', 'unprotect', ARRAY['regclass'], 'boolean', 'fencing.unprotect returns boolean');
@@ -81,10 +81,10 @@ SELECT lives_ok($$SELECT fencing.protect('t20.only_tok')$$, 'protect finds the o
 SELECT results_eq(
     $$SELECT tbl, token_column::text COLLATE "default", allow_equal, on_stale, fence_deletes FROM fencing.protected
        WHERE tbl::text LIKE 't20.%' ORDER BY tbl::text$$,
-    $$VALUES ('t20.acct'::regclass, 'fence_token', false, 'error', false),
-             ('t20.only_tok'::regclass, 'tok', false, 'error', false),
-             ('t20.rev'::regclass, 'etcd_revision', true, 'error', false)$$,
-    'fencing.protected lists each protected table with its settings');
+    $$VALUES ('t20.acct'::regclass, 'fence_token', false, 'error', true),
+             ('t20.only_tok'::regclass, 'tok', false, 'error', true),
+             ('t20.rev'::regclass, 'etcd_revision', true, 'error', true)$$,
+    'fencing.protected lists each protected table with its settings (fence_deletes by default)');
 SELECT is((SELECT tgname::text FROM pg_trigger WHERE tgrelid = 't20.acct'::regclass), '~fencing_enforce',
           'the trigger is named "~fencing_enforce"');
 SELECT is((SELECT (tgtype & (1 | 2 | 4 | 8 | 16))::int FROM pg_trigger WHERE tgrelid = 't20.acct'::regclass),
@@ -141,6 +141,18 @@ SELECT throws_ok($$UPDATE t20.rev SET etcd_revision = 499$$, '23T01', 'stale fen
                  'bigint column: lower revision: 23T01');
 SELECT lives_ok($$UPDATE t20.rev SET etcd_revision = 500$$, 'bigint column with allow_equal: equal revision accepted');
 SELECT is((SELECT fence_token::bigint FROM t20.acct WHERE id = 1), 11::bigint, 'the row holds the accepted token');
+-- DELETE is fenced by default: it needs a transaction token newer than the row's.
+SELECT throws_ok($$DELETE FROM t20.acct WHERE id = 1$$, '23T01', 'stale fence token for relation "acct"',
+                 'DELETE without fencing.token on a table protected with the defaults: 23T01');
+SELECT throws_ok($$SELECT set_config('fencing.token', '11', true); DELETE FROM t20.acct WHERE id = 1$$, '23T01',
+                 'stale fence token for relation "acct"', 'DELETE with the row''s own token: 23T01');
+SELECT lives_ok($$INSERT INTO t20.acct VALUES (99, 5, 'd'); SELECT set_config('fencing.token', '12', true); DELETE FROM t20.acct WHERE id = 99$$,
+                'DELETE with a newer token is accepted');
+SELECT is((SELECT count(*)::int FROM t20.acct WHERE id = 1), 1, 'the rejected DELETEs left the row');
+SELECT lives_ok($$SELECT fencing.protect('t20.rev', 'etcd_revision', true, fence_deletes => false); DELETE FROM t20.rev WHERE false$$,
+                'fence_deletes => false turns the DELETE check off');
+SELECT is((SELECT fence_deletes FROM fencing.protected WHERE tbl = 't20.rev'::regclass), false,
+          'fencing.protected shows fence_deletes false');
 
 --------------------------------------------------------------------------------
 -- 42703, 42804, 22023, 42501.
@@ -162,7 +174,7 @@ SELECT throws_ok($$SELECT fencing.protect('t20.acct', on_stale => 'ignore')$$, '
 SELECT throws_ok($$SELECT fencing.protect('t20.acct', on_stale => NULL)$$, '22023', NULL, 'on_stale NULL: 22023');
 SELECT results_eq(
     $$SELECT allow_equal, on_stale, fence_deletes FROM fencing.protected WHERE tbl = 't20.acct'::regclass$$,
-    $$VALUES (false, 'error'::text, false)$$,
+    $$VALUES (false, 'error'::text, true)$$,
     'failed calls leave the settings alone');
 
 SET LOCAL client_min_messages = warning;
