@@ -203,15 +203,21 @@ char* describe_key(Relation rel, HeapTuple tup) {
                           column, stored ? st_buf : "null");
     else
         detail = psprintf("Incoming token %s is not greater than the stored token %s.", in_buf, stored ? st_buf : "null");
+    // A session-level fencing.token is ignored (only the transaction's own
+    // token counts): say so, or the rejection would look like a bug.
+    const char* ignored = !in.setting && pg::token_setting_ignored()
+                              ? " A session-level fencing.token (SET without LOCAL) is ignored: set the "
+                                "transaction's token with SET LOCAL fencing.token or SELECT fencing.use($1)."
+                              : "";
     if (key)
         ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN),
                         errmsg("stale fence token for relation \"%s\"", RelationGetRelationName(rel)),
-                        errdetail("%s The row with key %s was not %s.", detail, key, what),
+                        errdetail("%s The row with key %s was not %s.%s", detail, key, what, ignored),
                         errhint("The lock was lost: acquire it again and retry with the new token."),
                         errtable(rel)));
     ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN),
                     errmsg("stale fence token for relation \"%s\"", RelationGetRelationName(rel)),
-                    errdetail("%s The row was not %s.", detail, what),
+                    errdetail("%s The row was not %s.%s", detail, what, ignored),
                     errhint("The lock was lost: acquire it again and retry with the new token."), errtable(rel)));
     pg_unreachable();
 }
