@@ -23,7 +23,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(86);
+SELECT plan(97);
 
 SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dblink;
@@ -60,6 +60,20 @@ BEGIN
         st := SQLSTATE;
     END;
     RETURN CASE st WHEN 'T5000' THEN v ELSE 'ERROR ' || st END;
+END $$;
+
+-- detail_as returns the DETAIL of the error the SQL raises as the role.
+CREATE FUNCTION t50.detail_as(r name, q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE d text;
+BEGIN
+    BEGIN
+        EXECUTE format('SET LOCAL ROLE %I', r);
+        EXECUTE q;
+        RAISE EXCEPTION 'ran' USING ERRCODE = 'T5000', DETAIL = 'no error';
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
+    END;
+    RETURN d;
 END $$;
 
 -- A protected table owned by another role, which the intruder may read and write.
@@ -188,6 +202,45 @@ SELECT is(t50.state_as('fencing_t50_intruder',
           'a role may call advance_past on a (temporary) table of its own');
 SELECT is((SELECT count(*)::int FROM public.t50_owned WHERE fence_token::bigint = 100 AND v = 'a'), 1,
           'the protected row is unchanged');
+
+--------------------------------------------------------------------------------
+-- 3b. Column privileges: the token the setting writes, and what a rejection shows.
+--------------------------------------------------------------------------------
+SET LOCAL client_min_messages = warning;
+CREATE ROLE fencing_t50_cols NOLOGIN;
+CREATE ROLE fencing_t50_tokcol NOLOGIN;
+CREATE ROLE fencing_t50_blind NOLOGIN;
+RESET client_min_messages;
+GRANT SELECT (id), UPDATE (v), INSERT (id, v) ON public.t50_owned TO fencing_t50_cols;
+GRANT SELECT (id), UPDATE (v, fence_token), INSERT (id, v, fence_token) ON public.t50_owned TO fencing_t50_tokcol;
+GRANT UPDATE (v, fence_token) ON public.t50_owned TO fencing_t50_blind;
+SELECT is(t50.state_as('fencing_t50_cols',
+          $q$SET LOCAL fencing.token = '9223372036854775807'; UPDATE public.t50_owned SET v = 'x' WHERE id = 1$q$), '42501',
+          'an UPDATE whose token comes from fencing.token needs UPDATE on the token column');
+SELECT is(t50.state_as('fencing_t50_cols',
+          $q$SET LOCAL fencing.token = '9223372036854775807'; INSERT INTO public.t50_owned (id, v) VALUES (8, 'x')$q$), '42501',
+          'an INSERT whose token comes from fencing.token needs INSERT on the token column');
+SELECT is(t50.value_as('fencing_t50_tokcol',
+          $q$SET LOCAL fencing.token = '150'; UPDATE public.t50_owned SET v = 'x' WHERE id = 1 RETURNING id$q$), '1',
+          'with UPDATE on the token column the setting''s token is written');
+SELECT is(t50.state_as('fencing_t50_tokcol',
+          $q$SET LOCAL fencing.token = '150'; INSERT INTO public.t50_owned (id, v) VALUES (8, 'x')$q$), '00000',
+          'with INSERT on the token column too');
+SELECT is(t50.state_as('fencing_t50_cols', $q$UPDATE public.t50_owned SET v = 'x' WHERE id = 1$q$), '23T01',
+          'without the setting, a write that does not touch the token column is judged as before');
+SELECT ok(t50.detail_as('fencing_t50_blind', $q$UPDATE public.t50_owned SET v = 'x', fence_token = 5$q$) NOT LIKE '%(id)=(1)%',
+          'the stale-write detail hides the key from a role that may not read it');
+SELECT ok(t50.detail_as('fencing_t50_blind', $q$UPDATE public.t50_owned SET v = 'x', fence_token = 5$q$) NOT LIKE '%100%',
+          'and the stored token from a role that may not read the token column');
+SELECT ok(t50.detail_as('fencing_t50_blind', $q$UPDATE public.t50_owned SET v = 'x', fence_token = 5$q$) LIKE 'Incoming token 5 %',
+          'but shows the role its own incoming token');
+SELECT ok(t50.detail_as('fencing_t50_tokcol', $q$UPDATE public.t50_owned SET v = 'x', fence_token = 5 WHERE id = 1$q$) LIKE '%(id)=(1)%',
+          'a role that may read the key columns sees the key');
+SELECT ok(t50.detail_as('fencing_t50_tokcol', $q$UPDATE public.t50_owned SET v = 'x', fence_token = 5 WHERE id = 1$q$) NOT LIKE '%100%',
+          'but not the stored token without SELECT on the token column');
+SELECT ok(t50.detail_as('fencing_t50_intruder', $q$UPDATE public.t50_owned SET v = 'x', fence_token = 5 WHERE id = 1$q$)
+          LIKE '%stored token 100%(id)=(1)%',
+          'a role with SELECT on the table sees the stored token and the key');
 
 --------------------------------------------------------------------------------
 -- 4. SECURITY DEFINER and search_path.
