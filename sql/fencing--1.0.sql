@@ -103,6 +103,14 @@ CREATE FUNCTION fencing.renew(resource text)
 CREATE FUNCTION fencing.use(token bigint)
     RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_use' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- Removes the fence state of resources nobody holds or awaits whose latest
+-- grant is at least `idle` old; returns how many. Their next tokens still come
+-- from the database-wide counter. Not for PUBLIC: the extension's owner
+-- grants EXECUTE to the role that runs retention.
+CREATE FUNCTION fencing.forget(idle interval)
+    RETURNS bigint AS 'MODULE_PATHNAME', 'fencing_forget' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION fencing.forget(interval) FROM PUBLIC;
+
 CREATE FUNCTION fencing.version() RETURNS text
     AS 'MODULE_PATHNAME', 'fencing_version' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
