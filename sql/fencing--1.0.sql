@@ -164,10 +164,20 @@ CREATE FUNCTION fencing.enforce() RETURNS trigger
 CREATE FUNCTION fencing.trigger_args(bytea) RETURNS text[]
     AS 'MODULE_PATHNAME', 'fencing_trigger_args' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
--- Moves the token counter past `floor` (never backwards) for a table being
--- protected; only the table's owner may. Used by fencing.protect.
+-- Moves the token counter past `floor` (never backwards); only the table's
+-- owner may, and only a superuser past 2^52. Not for PUBLIC: a floor of the
+-- caller's choosing could move the counter every resource shares to its end.
+-- Used by the restore trigger of fencing.fence_state.
 CREATE FUNCTION fencing.advance_past(tbl regclass, floor bigint) RETURNS bigint
     AS 'MODULE_PATHNAME', 'fencing_advance_past' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION fencing.advance_past(regclass, bigint) FROM PUBLIC;
+
+-- Moves the token counter past the largest token of a table protected by
+-- fencing (the floor comes from the table, not from the caller); only the
+-- table's owner may, and only for tokens up to 2^52 (22003 beyond). Used by
+-- fencing.protect, which runs with its caller's rights.
+CREATE FUNCTION fencing.advance_past_table(tbl regclass) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'fencing_advance_past_table' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 CREATE FUNCTION fencing.protect(tbl regclass, token_column name DEFAULT NULL, allow_equal boolean DEFAULT false,
                                 on_stale text DEFAULT 'error', fence_deletes boolean DEFAULT true)
@@ -252,14 +262,18 @@ BEGIN
                    'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L)',
                    '~fencing_enforce', r.nspname, r.relname, col, allow_equal::text, on_stale, fence_deletes::text);
 
-    -- Tokens issued from now on must be newer than every token the table holds.
+    -- Tokens issued from now on must be newer than every token the table
+    -- holds; tables holding tokens past 2^52 are refused (22003), so that no
+    -- table owner can move the counter every resource shares near 2^53 (the
+    -- largest integer JavaScript numbers hold exactly) or exhaust it.
     EXECUTE format('SELECT max(%I::bigint) FROM %I.%I', col, r.nspname, r.relname) INTO floor_value;
-    IF floor_value > 4611686018427387904 AND NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
-        RAISE WARNING 'table % holds token %, beyond what a non-superuser may move the token counter to', r.relname, floor_value
-              USING DETAIL = 'Tokens issued by fencing.acquire may be lower than the tokens this table holds.',
-                    HINT = 'A superuser can run fencing.protect on it to move the counter.';
+    IF floor_value > 4503599627370496 THEN
+        RAISE EXCEPTION 'table % holds fence token %, beyond 4503599627370496', r.relname, floor_value
+              USING ERRCODE = '22003',
+                    DETAIL = 'fencing moves the token counter past a protected table''s tokens only up to 2^52, so that tokens stay below 2^53 (exact in JavaScript numbers) and no table can exhaust the counter every resource shares.',
+                    HINT = 'Protect a table whose tokens are at most 4503599627370496.';
     ELSIF floor_value IS NOT NULL THEN
-        PERFORM fencing.advance_past(tbl, floor_value);
+        PERFORM fencing.advance_past_table(tbl);
     END IF;
 
     FOR r IN SELECT t.tgname FROM pg_trigger t

@@ -23,7 +23,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(97);
+SELECT plan(103);
 
 SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dblink;
@@ -193,13 +193,36 @@ SELECT is(t50.state_as('fencing_t50_owner', $q$SELECT fencing.unprotect('public.
           'the owner may unprotect its table');
 SELECT is(t50.state_as('fencing_t50_owner', $q$SELECT fencing.protect('public.t50_plain')$q$), '00000',
           'the owner may protect its table');
-SELECT is(t50.state_as('fencing_t50_owner', $q$SELECT fencing.advance_past('public.t50_plain', 1)$q$), '00000',
-          'the owner may call fencing.advance_past on its table');
+SELECT ok(NOT has_function_privilege('public', 'fencing.advance_past(regclass, bigint)', 'EXECUTE'),
+          'PUBLIC may not execute fencing.advance_past');
+SELECT is(t50.state_as('fencing_t50_owner', $q$SELECT fencing.advance_past('public.t50_plain', 1)$q$), '42501',
+          'not even the table''s owner may call fencing.advance_past');
 SELECT cmp_ok(fencing.advance_past('public.t50_plain', 1), '>=', :state_token::bigint,
               'advance_past never moves the counter backwards');
 SELECT is(t50.state_as('fencing_t50_intruder',
-          $q$CREATE TEMP TABLE t50_tmp (fence_token bigint); SELECT fencing.advance_past('t50_tmp', 1)$q$), '00000',
-          'a role may call advance_past on a (temporary) table of its own');
+          $q$CREATE TEMP TABLE t50_tmp (fence_token bigint); SELECT fencing.advance_past('t50_tmp', 4611686018427387904)$q$), '42501',
+          'a role cannot call advance_past on a (temporary) table of its own to move the counter to 2^62');
+-- Counter exhaustion: protect refuses tables holding tokens past 2^52, for
+-- every role, so no table owner can move the shared counter near 2^53 (the
+-- largest integer JavaScript numbers hold exactly) or exhaust it.
+SELECT is(t50.state_as('fencing_t50_intruder',
+          $q$CREATE TEMP TABLE t50_big (fence_token bigint); INSERT INTO t50_big VALUES (9223372036854775806);
+             SELECT fencing.protect('t50_big')$q$), '22003',
+          'protect of a table holding 9223372036854775806 is refused (22003)');
+SELECT is(t50.state_as('fencing_t50_intruder',
+          $q$CREATE TEMP TABLE t50_big (fence_token bigint); INSERT INTO t50_big VALUES (4503599627370497);
+             SELECT fencing.protect('t50_big')$q$), '22003',
+          'protect of a table holding 2^52 + 1 is refused');
+SELECT is((SELECT state FROM (SELECT t50.state_as(session_user,
+          $q$CREATE TEMP TABLE t50_big (fence_token bigint); INSERT INTO t50_big VALUES (9223372036854775806);
+             SELECT fencing.protect('t50_big')$q$) AS state) x), '22003',
+          'also for a superuser');
+SELECT is(t50.state_as('fencing_t50_intruder',
+          $q$CREATE TEMP TABLE t50_small (fence_token bigint); INSERT INTO t50_small VALUES (5);
+             SELECT fencing.protect('t50_small')$q$), '00000',
+          'protect of a table holding small tokens moves the counter as before');
+SELECT cmp_ok(fencing.acquire_xact('t50:after')::bigint, '<', 4503599627370496::bigint,
+              'acquisition still works and tokens stay below 2^52 after all attempts');
 SELECT is((SELECT count(*)::int FROM public.t50_owned WHERE fence_token::bigint = 100 AND v = 'a'), 1,
           'the protected row is unchanged');
 
