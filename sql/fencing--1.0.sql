@@ -163,6 +163,9 @@ CREATE FUNCTION fencing.enforce() RETURNS trigger
 -- Decodes pg_trigger.tgargs into text[] (used by fencing.protected).
 CREATE FUNCTION fencing.trigger_args(bytea) RETURNS text[]
     AS 'MODULE_PATHNAME', 'fencing_trigger_args' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+-- Not for PUBLIC: the view (owned by the extension's owner) calls it with its
+-- owner's rights.
+REVOKE ALL ON FUNCTION fencing.trigger_args(bytea) FROM PUBLIC;
 
 -- Moves the token counter past `floor` (never backwards); only the table's
 -- owner may, and only a superuser past 2^52. Not for PUBLIC: a floor of the
@@ -192,6 +195,9 @@ DECLARE
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl) THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid USING ERRCODE = '42P01';
     END IF;
     SELECT c.oid, c.relname, c.relkind, c.relowner, n.nspname INTO r
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
@@ -294,6 +300,9 @@ DECLARE
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl) THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid USING ERRCODE = '42P01';
     END IF;
     SELECT c.relname, c.relowner, n.nspname INTO r
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;

@@ -397,6 +397,16 @@ FENCING_FUNCTION(fencing_trigger_args) {
         int len = VARSIZE_ANY_EXHDR(raw);
         ArrayBuildState* astate = nullptr;
         int start = 0;
+        // Text must be valid in the database encoding (22021 otherwise): a
+        // function returning invalid text would put it into query results
+        // and dumps that cannot be loaded again.
+        if (len > 0) {
+            for (int i = 0, start_v = 0; i <= len; ++i) {
+                if (i < len && p[i] != '\0') continue;
+                (void)pg_verifymbstr(p + start_v, i - start_v, false);
+                start_v = i + 1;
+            }
+        }
         for (int i = 0; i < len; ++i) {
             if (p[i] != '\0') continue;
             astate = accumArrayResult(astate, PointerGetDatum(cstring_to_text_with_len(p + start, i - start)), false,

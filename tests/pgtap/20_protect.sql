@@ -15,7 +15,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(71);
+SELECT plan(79);
 
 -- as_role(r, q): runs q as role r (an error propagates; the role switch is
 -- undone either way, as the caller's subtransaction is rolled back).
@@ -177,6 +177,26 @@ SELECT results_eq(
     $$VALUES (false, 'error'::text, true)$$,
     'failed calls leave the settings alone');
 
+-- A table that no longer exists (an OID kept from before a DROP): 42P01,
+-- named by its OID, never "<NULL>".
+CREATE TABLE t20.gone (id int, fence_token fencing.token);
+SELECT 't20.gone'::regclass::oid AS gone_oid \gset
+DROP TABLE t20.gone;
+SELECT throws_ok(format('SELECT fencing.protect(%s::oid::regclass)', :gone_oid), '42P01',
+                 format('relation with OID %s does not exist', :gone_oid), 'protect of a dropped table: 42P01');
+SELECT throws_ok(format('SELECT fencing.unprotect(%s::oid::regclass)', :gone_oid), '42P01',
+                 format('relation with OID %s does not exist', :gone_oid), 'unprotect of a dropped table: 42P01');
+
+-- trigger_args never returns invalid text, and is not for PUBLIC (the view
+-- fencing.protected, which uses it, needs no grant for it).
+SELECT throws_ok($$SELECT fencing.trigger_args('\xff00'::bytea)$$, '22021', NULL,
+                 'trigger_args of bytes that are not valid in the database encoding: 22021');
+SELECT throws_ok($$SELECT fencing.trigger_args('\x61c3'::bytea)$$, '22021', NULL,
+                 'trigger_args of a truncated multibyte character: 22021');
+SELECT is(fencing.trigger_args('\x610062'::bytea), ARRAY['a', 'b'], 'trigger_args of valid arguments');
+SELECT ok(NOT has_function_privilege('public', 'fencing.trigger_args(bytea)', 'EXECUTE'),
+          'PUBLIC may not execute fencing.trigger_args');
+
 SET LOCAL client_min_messages = warning;
 CREATE ROLE t20_owner NOLOGIN;
 CREATE ROLE t20_other NOLOGIN;
@@ -200,6 +220,10 @@ SELECT throws_ok($$SELECT t20.as_role('t20_other', 'UPDATE fencing.fence_state S
                  '42501', NULL, 'a non-owner may not write fencing.fence_state: 42501');
 SELECT throws_ok($$SELECT t20.as_role('t20_other', 'SELECT setval(''fencing.token_seq'', 1)')$$,
                  '42501', NULL, 'a non-owner may not setval fencing.token_seq: 42501');
+SELECT lives_ok($$SELECT t20.as_role('t20_other', 'SELECT count(*) FROM fencing.protected')$$,
+                'a role with USAGE reads fencing.protected without EXECUTE on trigger_args');
+SELECT throws_ok($$SELECT t20.as_role('t20_other', 'SELECT fencing.trigger_args(''\x61''::bytea)')$$,
+                 '42501', NULL, 'but may not call fencing.trigger_args itself: 42501');
 INSERT INTO t20.owned VALUES (1, 10, 'a');
 SELECT throws_ok($$SELECT t20.as_role('t20_other', 'UPDATE t20.owned SET fence_token = 9')$$,
                  '23T01', 'stale fence token for relation "owned"', 'a writer with a stale token: 23T01');
