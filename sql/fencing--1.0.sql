@@ -69,6 +69,15 @@ $fn$;
 REVOKE ALL ON FUNCTION fencing.fence_state_loaded() FROM PUBLIC;
 REVOKE ALL ON fencing.fence_state FROM PUBLIC;
 REVOKE ALL ON SEQUENCE fencing.token_seq FROM PUBLIC;
+-- The database's owner (not a superuser) can dump and restore the database:
+-- pg_dump reads the fence state (and locks it, which needs USAGE on the
+-- schema); a restore loads it back with COPY, whose rows move the counter
+-- past their tokens (fence_state_loaded, through advance_past, which allows
+-- that to a role that may insert into fencing.fence_state, up to 2^52). The
+-- owner thus uses fencing in its database without a further grant.
+GRANT USAGE ON SCHEMA fencing TO pg_database_owner;
+GRANT SELECT, INSERT ON fencing.fence_state TO pg_database_owner;
+GRANT SELECT ON SEQUENCE fencing.token_seq TO pg_database_owner;
 
 -------------------------------------------------------------------------------
 -- Acquisition and release.
@@ -174,6 +183,7 @@ REVOKE ALL ON FUNCTION fencing.trigger_args(bytea) FROM PUBLIC;
 CREATE FUNCTION fencing.advance_past(tbl regclass, floor bigint) RETURNS bigint
     AS 'MODULE_PATHNAME', 'fencing_advance_past' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION fencing.advance_past(regclass, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing.advance_past(regclass, bigint) TO pg_database_owner;
 
 -- Moves the token counter past the largest token of a table protected by
 -- fencing (the floor comes from the table, not from the caller); only the
