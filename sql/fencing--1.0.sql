@@ -234,7 +234,7 @@ BEGIN
             SELECT a.attname INTO col FROM pg_attribute a
              WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = 'fence_token';
             IF col IS NULL THEN
-                RAISE EXCEPTION 'table % has no fence token column', r.relname USING ERRCODE = '42703',
+                RAISE EXCEPTION 'table "%" has no fence token column', r.relname USING ERRCODE = '42703',
                       DETAIL = CASE WHEN n > 1 THEN format('It has %s columns of type fencing.token and none is named fence_token.', n)
                                     ELSE 'It has no column of type fencing.token and no column named fence_token.' END,
                       HINT = 'Name the column with the token_column argument: fencing.protect(tbl, token_column => ''...'').';
@@ -244,29 +244,29 @@ BEGIN
         SELECT a.attname INTO col FROM pg_attribute a
          WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = token_column;
         IF col IS NULL THEN
-            RAISE EXCEPTION 'column "%" of table % does not exist', token_column, r.relname USING ERRCODE = '42703',
+            RAISE EXCEPTION 'column "%" of table "%" does not exist', token_column, r.relname USING ERRCODE = '42703',
                   HINT = 'The token_column argument must name an existing column of type fencing.token or bigint.';
         END IF;
     END IF;
 
     SELECT a.atttypid INTO coltype FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col;
     IF coltype NOT IN ('bigint'::regtype, token_type) THEN
-        RAISE EXCEPTION 'column "%" of table % is of type %', col, r.relname, format_type(coltype, NULL)
+        RAISE EXCEPTION 'column "%" of table "%" is of type %', col, r.relname, format_type(coltype, NULL)
               USING ERRCODE = '42804', HINT = 'A fence token column must be of type fencing.token or bigint.';
     END IF;
     IF EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col AND a.attgenerated <> '') THEN
-        RAISE EXCEPTION 'column "%" of table % is a generated column', col, r.relname USING ERRCODE = '0A000',
+        RAISE EXCEPTION 'column "%" of table "%" is a generated column', col, r.relname USING ERRCODE = '0A000',
               DETAIL = 'BEFORE triggers see a generated column before it is computed.',
               HINT = 'Use an ordinary column for the token.';
     END IF;
     IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce' AND t.tgparentid <> 0) THEN
-        RAISE EXCEPTION 'table % is a partition of a protected table', r.relname USING ERRCODE = '55000',
+        RAISE EXCEPTION 'table "%" is a partition of a protected table', r.relname USING ERRCODE = '55000',
               DETAIL = 'Its protection comes from the partitioned table it belongs to.',
               HINT = 'Protect or unprotect the partitioned table instead.';
     END IF;
     IF EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
                 WHERE i.inhparent = tbl AND NOT c.relispartition) THEN
-        RAISE EXCEPTION 'table % has inheritance children', r.relname USING ERRCODE = '0A000',
+        RAISE EXCEPTION 'table "%" has inheritance children', r.relname USING ERRCODE = '0A000',
               DETAIL = 'Writes through the parent reach its children, which the parent''s trigger does not check.',
               HINT = 'Protect each child table, or use declarative partitioning.';
     END IF;
@@ -284,7 +284,7 @@ BEGIN
     -- largest integer JavaScript numbers hold exactly) or exhaust it.
     EXECUTE format('SELECT max(%I::bigint) FROM %I.%I', col, r.nspname, r.relname) INTO floor_value;
     IF floor_value > 4503599627370496 THEN
-        RAISE EXCEPTION 'table % holds fence token %, beyond 4503599627370496', r.relname, floor_value
+        RAISE EXCEPTION 'table "%" holds fence token %, beyond 4503599627370496', r.relname, floor_value
               USING ERRCODE = '22003',
                     DETAIL = 'fencing moves the token counter past a protected table''s tokens only up to 2^52, so that tokens stay below 2^53 (exact in JavaScript numbers) and no table can exhaust the counter every resource shares.',
                     HINT = 'Protect a table whose tokens are at most 4503599627370496.';

@@ -342,7 +342,7 @@ bool owns_table(Oid relid) {
 
 [[noreturn]] void report_beyond_bound(const char* relname, std::int64_t top) {
     ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-                    errmsg("table %s holds fence token %lld, beyond %lld", relname, static_cast<long long>(top),
+                    errmsg("table \"%s\" holds fence token %lld, beyond %lld", relname, static_cast<long long>(top),
                            static_cast<long long>(kProtectBound)),
                     errdetail("fencing moves the token counter past a protected table's tokens only up to 2^52, so "
                               "that tokens stay below 2^53 (exact in JavaScript numbers) and no table can exhaust "
@@ -378,7 +378,7 @@ FENCING_FUNCTION(fencing_advance_past_table) {
         relation_close(rel, AccessShareLock);
         if (column == nullptr)
             ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                            errmsg("table %s is not protected by fencing", relname),
+                            errmsg("table \"%s\" is not protected by fencing", relname),
                             errhint("Use fencing.protect(table).")));
         const char* query = psprintf("SELECT pg_catalog.max(%s::pg_catalog.int8) FROM %s", quote_identifier(column),
                                      quote_qualified_identifier(nsp, relname));
