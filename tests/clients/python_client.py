@@ -79,9 +79,11 @@ def main():
         cur.execute("CREATE EXTENSION IF NOT EXISTS fencing")
         cur.execute("DROP TABLE IF EXISTS py_ledger")
         cur.execute("CREATE TABLE py_ledger (id int PRIMARY KEY, balance bigint NOT NULL, fence_token fencing.token)")
-        # The stored token is above 2^53; fencing.protect moves the counter past it.
-        cur.execute("INSERT INTO py_ledger VALUES (1, 0, %s)", (ABOVE_2_53,))
+        # Tokens above 2^53: protect() refuses tables holding tokens past 2^52,
+        # so the table is protected first and a superuser moves the counter.
         cur.execute("SELECT fencing.protect('py_ledger')")
+        cur.execute("SELECT fencing.advance_past('py_ledger', %s)", (ABOVE_2_53,))
+        cur.execute("INSERT INTO py_ledger VALUES (1, 0, %s)", (ABOVE_2_53,))
 
     # Session 1: acquire, write, release.
     s1 = connect()
