@@ -77,11 +77,13 @@ SELECT pg_advisory_unlock_all();
 -- An ordinary role reads the view and uses the functions.
 --------------------------------------------------------------------------------
 CREATE ROLE regress_fencing_t12_app;
+GRANT USAGE ON SCHEMA fencing TO regress_fencing_t12_app;
 SET ROLE regress_fencing_t12_app;
 SELECT fencing.acquire('t12:app') AS app \gset
 SELECT resource, token = :'app' AS token_ok, scope, granted FROM fencing.locks WHERE pid = pg_backend_pid();
 SELECT fencing.validate('t12:app', :'app') = :'app' AS valid, fencing.current('t12:app') = :'app' AS current_ok;
 SELECT fencing.release('t12:app');
 RESET ROLE;
+REVOKE USAGE ON SCHEMA fencing FROM regress_fencing_t12_app;
 DROP ROLE regress_fencing_t12_app;
 SELECT count(*) AS rows_at_end FROM fencing.locks WHERE pid = pg_backend_pid();

@@ -137,9 +137,43 @@ BEGIN;
 SELECT fencing.use(NULL);
 \echo :SQLSTATE
 ROLLBACK;
--- A session-wide SET works as well; an empty value unsets it.
-SET fencing.token = '60';
+-- A session-level SET (without LOCAL) is ignored: only a token set in the
+-- transaction itself counts (SET LOCAL, fencing.use()), so that a value left
+-- on a session never judges, nor is stamped into, a later transaction's
+-- write by code that holds no lock.
+SET fencing.token = '56';
+UPDATE e SET v = 'a56' WHERE id = 1 RETURNING *;
+INSERT INTO e VALUES (56, NULL, 'session') RETURNING *;
+BEGIN;
+UPDATE e SET v = 'a56' WHERE id = 1 RETURNING *;
+ROLLBACK;
+-- also when the session-level SET is made inside the writing transaction
+BEGIN;
+SET fencing.token = '57';
+UPDATE e SET v = 'a57' WHERE id = 1 RETURNING *;
+ROLLBACK;
+SELECT set_config('fencing.token', '58', false);
+UPDATE e SET v = 'a58' WHERE id = 1 RETURNING *;
+-- SET LOCAL on top of it counts; once its transaction ends, the session
+-- value is back and ignored again, also after a rolled-back savepoint.
+BEGIN;
+SET LOCAL fencing.token = '59';
+UPDATE e SET v = 'a59' WHERE id = 1 RETURNING *;
+COMMIT;
+UPDATE e SET v = 'after' WHERE id = 1 RETURNING *;
+BEGIN;
+SAVEPOINT s;
+SET LOCAL fencing.token = '70';
+ROLLBACK TO SAVEPOINT s;
+UPDATE e SET v = 'savepoint' WHERE id = 1 RETURNING *;
+ROLLBACK;
+BEGIN;
+SAVEPOINT s;
+SET LOCAL fencing.token = '60';
+RELEASE SAVEPOINT s;
 UPDATE e SET v = 'a60' WHERE id = 1 RETURNING *;
+COMMIT;
+-- an empty value unsets it
 SET fencing.token = '';
 UPDATE e SET v = 'unset' WHERE id = 1;
 RESET fencing.token;
@@ -254,11 +288,14 @@ INSERT INTO up VALUES (1, 50, 'h'), (2, 4, 'y') ON CONFLICT (id) DO UPDATE SET f
 SELECT * FROM up ORDER BY id;
 
 ---------------------------------------------------------------------------
--- DELETE: unchecked unless fence_deletes
+-- DELETE: fenced by default (fence_deletes); unchecked with fence_deletes => false
 ---------------------------------------------------------------------------
 CREATE TABLE del (id int PRIMARY KEY, fence_token fencing.token, v text);
 SELECT fencing.protect('del');
 INSERT INTO del VALUES (1, 10, 'a'), (2, 10, 'b'), (3, 10, 'c'), (4, 10, 'd'), (5, 10, 'e');
+-- the default: without fencing.token, rejected
+DELETE FROM del WHERE id = 5;
+SELECT fencing.protect('del', fence_deletes => false);
 DELETE FROM del WHERE id = 5;
 SELECT fencing.protect('del', fence_deletes => true);
 -- without fencing.token: rejected

@@ -196,7 +196,10 @@ CREATE TRIGGER "~~del" BEFORE DELETE ON ht FOR EACH ROW EXECUTE FUNCTION pass_th
 CREATE TRIGGER "~~after" AFTER INSERT OR UPDATE ON ht FOR EACH ROW EXECUTE FUNCTION pass_through();
 CREATE TRIGGER "~~stmt" BEFORE INSERT OR UPDATE ON ht FOR EACH STATEMENT EXECUTE FUNCTION pass_through();
 UPDATE ht SET fence_token = 31 WHERE id = 1;
+BEGIN;
+SET LOCAL fencing.token = '32';
 DELETE FROM ht WHERE id = 3;
+COMMIT;
 -- A trigger that fires before fencing's works normally: what it writes is
 -- what gets checked.
 CREATE FUNCTION upper_v() RETURNS trigger LANGUAGE plpgsql AS $$

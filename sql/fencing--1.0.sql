@@ -8,9 +8,11 @@
 -- applies. Bad values: not a number 22P02, outside bigint 22003, zero or
 -- negative 23514 (constraint token_positive).
 -------------------------------------------------------------------------------
--- Every role may use the extension's functions, type and views; its state
--- tables stay private (see the REVOKEs below).
-GRANT USAGE ON SCHEMA fencing TO PUBLIC;
+-- PUBLIC gets no USAGE on schema fencing: GRANT USAGE ON SCHEMA fencing TO
+-- app_role is what lets a role acquire tokens and call the functions. Writes
+-- to protected tables need nothing of fencing: the trigger is resolved by OID
+-- and looks up the token type without a schema privilege check. The state
+-- tables stay private whatever is granted (see the REVOKEs below).
 
 CREATE DOMAIN fencing.token AS bigint CONSTRAINT token_positive CHECK (VALUE > 0);
 COMMENT ON DOMAIN fencing.token IS 'fencing token: a strictly increasing 64-bit lock-grant number (1 .. 9223372036854775807)';
@@ -71,6 +73,15 @@ $fn$;
 REVOKE ALL ON FUNCTION fencing.fence_state_loaded() FROM PUBLIC;
 REVOKE ALL ON fencing.fence_state FROM PUBLIC;
 REVOKE ALL ON SEQUENCE fencing.token_seq FROM PUBLIC;
+-- The database's owner (not a superuser) can dump and restore the database:
+-- pg_dump reads the fence state (and locks it, which needs USAGE on the
+-- schema); a restore loads it back with COPY, whose rows move the counter
+-- past their tokens (fence_state_loaded, through advance_past, which allows
+-- that to a role that may insert into fencing.fence_state, up to 2^52). The
+-- owner thus uses fencing in its database without a further grant.
+GRANT USAGE ON SCHEMA fencing TO pg_database_owner;
+GRANT SELECT, INSERT ON fencing.fence_state TO pg_database_owner;
+GRANT SELECT ON SEQUENCE fencing.token_seq TO pg_database_owner;
 
 -------------------------------------------------------------------------------
 -- Acquisition and release.
@@ -104,6 +115,14 @@ CREATE FUNCTION fencing.renew(resource text)
 -- exactly as SET LOCAL fencing.token does, but with a bind parameter.
 CREATE FUNCTION fencing.use(token bigint)
     RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_use' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Removes the fence state of resources nobody holds or awaits whose latest
+-- grant is at least `idle` old; returns how many. Their next tokens still come
+-- from the database-wide counter. Not for PUBLIC: the extension's owner
+-- grants EXECUTE to the role that runs retention.
+CREATE FUNCTION fencing.forget(idle interval)
+    RETURNS bigint AS 'MODULE_PATHNAME', 'fencing_forget' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION fencing.forget(interval) FROM PUBLIC;
 
 CREATE FUNCTION fencing.version() RETURNS text
     AS 'MODULE_PATHNAME', 'fencing_version' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
@@ -157,14 +176,28 @@ CREATE FUNCTION fencing.enforce() RETURNS trigger
 -- Decodes pg_trigger.tgargs into text[] (used by fencing.protected).
 CREATE FUNCTION fencing.trigger_args(bytea) RETURNS text[]
     AS 'MODULE_PATHNAME', 'fencing_trigger_args' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+-- Not for PUBLIC: the view (owned by the extension's owner) calls it with its
+-- owner's rights.
+REVOKE ALL ON FUNCTION fencing.trigger_args(bytea) FROM PUBLIC;
 
--- Moves the token counter past `floor` (never backwards) for a table being
--- protected; only the table's owner may. Used by fencing.protect.
+-- Moves the token counter past `floor` (never backwards); only the table's
+-- owner may, and only a superuser past 2^52. Not for PUBLIC: a floor of the
+-- caller's choosing could move the counter every resource shares to its end.
+-- Used by the restore trigger of fencing.fence_state.
 CREATE FUNCTION fencing.advance_past(tbl regclass, floor bigint) RETURNS bigint
     AS 'MODULE_PATHNAME', 'fencing_advance_past' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION fencing.advance_past(regclass, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing.advance_past(regclass, bigint) TO pg_database_owner;
+
+-- Moves the token counter past the largest token of a table protected by
+-- fencing (the floor comes from the table, not from the caller); only the
+-- table's owner may, and only for tokens up to 2^52 (22003 beyond). Used by
+-- fencing.protect, which runs with its caller's rights.
+CREATE FUNCTION fencing.advance_past_table(tbl regclass) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'fencing_advance_past_table' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 CREATE FUNCTION fencing.protect(tbl regclass, token_column name DEFAULT NULL, allow_equal boolean DEFAULT false,
-                                on_stale text DEFAULT 'error', fence_deletes boolean DEFAULT false)
+                                on_stale text DEFAULT 'error', fence_deletes boolean DEFAULT true)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     r           record;
@@ -176,6 +209,9 @@ DECLARE
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl) THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid USING ERRCODE = '42P01';
     END IF;
     SELECT c.oid, c.relname, c.relkind, c.relowner, n.nspname INTO r
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
@@ -202,7 +238,7 @@ BEGIN
             SELECT a.attname INTO col FROM pg_attribute a
              WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = 'fence_token';
             IF col IS NULL THEN
-                RAISE EXCEPTION 'table % has no fence token column', r.relname USING ERRCODE = '42703',
+                RAISE EXCEPTION 'table "%" has no fence token column', r.relname USING ERRCODE = '42703',
                       DETAIL = CASE WHEN n > 1 THEN format('It has %s columns of type fencing.token and none is named fence_token.', n)
                                     ELSE 'It has no column of type fencing.token and no column named fence_token.' END,
                       HINT = 'Name the column with the token_column argument: fencing.protect(tbl, token_column => ''...'').';
@@ -212,29 +248,29 @@ BEGIN
         SELECT a.attname INTO col FROM pg_attribute a
          WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = token_column;
         IF col IS NULL THEN
-            RAISE EXCEPTION 'column "%" of table % does not exist', token_column, r.relname USING ERRCODE = '42703',
+            RAISE EXCEPTION 'column "%" of table "%" does not exist', token_column, r.relname USING ERRCODE = '42703',
                   HINT = 'The token_column argument must name an existing column of type fencing.token or bigint.';
         END IF;
     END IF;
 
     SELECT a.atttypid INTO coltype FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col;
     IF coltype NOT IN ('bigint'::regtype, token_type) THEN
-        RAISE EXCEPTION 'column "%" of table % is of type %', col, r.relname, format_type(coltype, NULL)
+        RAISE EXCEPTION 'column "%" of table "%" is of type %', col, r.relname, format_type(coltype, NULL)
               USING ERRCODE = '42804', HINT = 'A fence token column must be of type fencing.token or bigint.';
     END IF;
     IF EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col AND a.attgenerated <> '') THEN
-        RAISE EXCEPTION 'column "%" of table % is a generated column', col, r.relname USING ERRCODE = '0A000',
+        RAISE EXCEPTION 'column "%" of table "%" is a generated column', col, r.relname USING ERRCODE = '0A000',
               DETAIL = 'BEFORE triggers see a generated column before it is computed.',
               HINT = 'Use an ordinary column for the token.';
     END IF;
     IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce' AND t.tgparentid <> 0) THEN
-        RAISE EXCEPTION 'table % is a partition of a protected table', r.relname USING ERRCODE = '55000',
+        RAISE EXCEPTION 'table "%" is a partition of a protected table', r.relname USING ERRCODE = '55000',
               DETAIL = 'Its protection comes from the partitioned table it belongs to.',
               HINT = 'Protect or unprotect the partitioned table instead.';
     END IF;
     IF EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
                 WHERE i.inhparent = tbl AND NOT c.relispartition) THEN
-        RAISE EXCEPTION 'table % has inheritance children', r.relname USING ERRCODE = '0A000',
+        RAISE EXCEPTION 'table "%" has inheritance children', r.relname USING ERRCODE = '0A000',
               DETAIL = 'Writes through the parent reach its children, which the parent''s trigger does not check.',
               HINT = 'Protect each child table, or use declarative partitioning.';
     END IF;
@@ -246,14 +282,18 @@ BEGIN
                    'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L)',
                    '~fencing_enforce', r.nspname, r.relname, col, allow_equal::text, on_stale, fence_deletes::text);
 
-    -- Tokens issued from now on must be newer than every token the table holds.
+    -- Tokens issued from now on must be newer than every token the table
+    -- holds; tables holding tokens past 2^52 are refused (22003), so that no
+    -- table owner can move the counter every resource shares near 2^53 (the
+    -- largest integer JavaScript numbers hold exactly) or exhaust it.
     EXECUTE format('SELECT max(%I::bigint) FROM %I.%I', col, r.nspname, r.relname) INTO floor_value;
-    IF floor_value > 4611686018427387904 AND NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
-        RAISE WARNING 'table % holds token %, beyond what a non-superuser may move the token counter to', r.relname, floor_value
-              USING DETAIL = 'Tokens issued by fencing.acquire may be lower than the tokens this table holds.',
-                    HINT = 'A superuser can run fencing.protect on it to move the counter.';
+    IF floor_value > 4503599627370496 THEN
+        RAISE EXCEPTION 'table "%" holds fence token %, beyond 4503599627370496', r.relname, floor_value
+              USING ERRCODE = '22003',
+                    DETAIL = 'fencing moves the token counter past a protected table''s tokens only up to 2^52, so that tokens stay below 2^53 (exact in JavaScript numbers) and no table can exhaust the counter every resource shares.',
+                    HINT = 'Protect a table whose tokens are at most 4503599627370496.';
     ELSIF floor_value IS NOT NULL THEN
-        PERFORM fencing.advance_past(tbl, floor_value);
+        PERFORM fencing.advance_past_table(tbl);
     END IF;
 
     FOR r IN SELECT t.tgname FROM pg_trigger t
@@ -274,6 +314,9 @@ DECLARE
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl) THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid USING ERRCODE = '42P01';
     END IF;
     SELECT c.relname, c.relowner, n.nspname INTO r
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;

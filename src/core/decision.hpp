@@ -16,7 +16,7 @@ enum class OnStale { error, skip };
 struct ProtectMode {
     bool allow_equal = false;
     OnStale on_stale = OnStale::error;
-    bool fence_deletes = false;
+    bool fence_deletes = true;  // as fencing.protect()'s default
 };
 
 struct WriteInput {

@@ -16,7 +16,12 @@ using namespace fencing::pg;
 
 namespace {
 
-constexpr std::int64_t kUnprivilegedCounterCeiling = INT64_C(4611686018427387904);  // 2^62
+// The largest token a table may hold for fencing to move the counter past it
+// on a non-superuser's behalf (protect): 2^52. Tokens then stay below 2^53,
+// the largest integer JavaScript numbers hold exactly, for at least 2^52
+// more acquisitions, and no table owner can exhaust the counter every
+// resource shares.
+constexpr std::int64_t kProtectBound = INT64_C(4503599627370496);  // 2^52
 
 [[noreturn]] void report_not_acquired(const Resource& r, std::int64_t wait_ms) {
     ereport(ERROR, (errcode(ERRCODE_LOCK_NOT_AVAILABLE),
@@ -376,6 +381,64 @@ FENCING_FUNCTION(fencing_resource_key) {
     });
 }
 
+namespace {
+
+bool owns_table(Oid relid) { return compat::is_relation_owner(relid, GetUserId()); }
+
+[[noreturn]] void report_beyond_bound(const char* relname, std::int64_t top) {
+    ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                    errmsg("table \"%s\" holds fence token %lld, beyond %lld", relname, static_cast<long long>(top),
+                           static_cast<long long>(kProtectBound)),
+                    errdetail("fencing moves the token counter past a protected table's tokens only up to 2^52, so "
+                              "that tokens stay below 2^53 (exact in JavaScript numbers) and no table can exhaust "
+                              "the counter every resource shares."),
+                    errhint("Protect a table whose tokens are at most %lld.", static_cast<long long>(kProtectBound))));
+    pg_unreachable();
+}
+
+}  // namespace
+
+// Moves the token counter past the largest token a table protected by fencing
+// holds (the column its fencing trigger names), for fencing.protect. Only the
+// table's owner may, and only up to 2^52: the floor comes from the table,
+// never from the caller.
+FENCING_FUNCTION(fencing_advance_past_table) {
+    return guarded("fencing.advance_past_table", [&]() -> Datum {
+        if (PG_ARGISNULL(0))
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("table must not be null")));
+        const Oid relid = PG_GETARG_OID(0);
+        const char* relname = get_rel_name(relid);
+        if (relname == nullptr)
+            ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", relid)));
+        if (!owns_table(relid))
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE), errmsg("must be owner of table %s", relname)));
+        // The token column named by the table's own fencing trigger.
+        Relation rel = relation_open(relid, AccessShareLock);
+        char* column = nullptr;
+        if (const TriggerDesc* td = rel->trigdesc)
+            for (int i = 0; i < td->numtriggers; ++i)
+                if (strcmp(td->triggers[i].tgname, "~fencing_enforce") == 0 && td->triggers[i].tgnargs == 4)
+                    column = pstrdup(td->triggers[i].tgargs[0]);
+        const char* nsp = get_namespace_name(RelationGetNamespace(rel));
+        relation_close(rel, AccessShareLock);
+        if (column == nullptr)
+            ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                            errmsg("table \"%s\" is not protected by fencing", relname),
+                            errhint("Use fencing.protect(table).")));
+        const char* query = psprintf("SELECT pg_catalog.max(%s::pg_catalog.int8) FROM %s", quote_identifier(column),
+                                     quote_qualified_identifier(nsp, relname));
+        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
+        if (SPI_execute(query, true, 1) != SPI_OK_SELECT || SPI_processed != 1) elog(ERROR, "could not read %s", relname);
+        bool isnull = true;
+        Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+        const std::int64_t top = isnull ? 0 : DatumGetInt64(d);
+        SPI_finish();
+        if (isnull) PG_RETURN_NULL();
+        if (top > kProtectBound) report_beyond_bound(relname, top);
+        PG_RETURN_INT64(advance_counter_past(top));
+    });
+}
+
 // Moves the token counter past the tokens stored in a table being protected,
 // so that tokens issued from now on are newer than any it holds (after a
 // restore into a fresh counter, or a DROP/CREATE EXTENSION). Only the table's
@@ -383,19 +446,25 @@ FENCING_FUNCTION(fencing_resource_key) {
 FENCING_FUNCTION(fencing_advance_past) {
     return guarded("fencing.advance_past", [&]() -> Datum {
         Oid relid = PG_GETARG_OID(0);
-        bool owner = compat::is_relation_owner(relid, GetUserId());
-        if (!owner)
+        // The restore trigger of fencing.fence_state calls it for the rows
+        // being loaded: a role that may insert them (pg_database_owner
+        // restoring its database) may move the counter past them.
+        const bool loading_state = get_rel_name(relid) != nullptr &&
+                                   strcmp(get_rel_name(relid), "fence_state") == 0 &&
+                                   get_rel_namespace(relid) == get_namespace_oid("fencing", true) &&
+                                   pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) == ACLCHECK_OK;
+        if (!loading_state && !owns_table(relid))
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                             errmsg("must be owner of table %s", get_rel_name(relid))));
         // The counter is shared by every resource of the database: only a
-        // superuser may move it into the top quarter of the token range, so
-        // that no role can exhaust it.
+        // superuser may move it past 2^52 (EXECUTE is not granted to PUBLIC
+        // anyway; a role it is granted to is held to the same bound).
         const std::int64_t floor = PG_GETARG_INT64(1);
-        if (floor > kUnprivilegedCounterCeiling && !superuser())
+        if (floor > kProtectBound && !superuser())
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                             errmsg("only a superuser may move the fence token counter past %lld",
-                                   static_cast<long long>(kUnprivilegedCounterCeiling)),
-                            errdetail("The table holds token %lld.", static_cast<long long>(floor))));
+                                   static_cast<long long>(kProtectBound)),
+                            errdetail("The floor given is %lld.", static_cast<long long>(floor))));
         PG_RETURN_INT64(advance_counter_past(floor));
     });
 }

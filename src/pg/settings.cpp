@@ -4,6 +4,10 @@
 
 #include "core/token.hpp"
 
+extern "C" {
+#include "utils/guc_tables.h"
+}
+
 namespace fencing::pg {
 
 namespace {
@@ -11,6 +15,9 @@ char* token_setting_text = nullptr;
 bool token_setting_present = false;
 std::int64_t token_setting_value = 0;
 bool require_sync_standby_value = false;
+// fencing.token's own GUC record (stable once defined), for its stack of
+// values: only a value set within the current transaction counts.
+config_generic* token_gconf = nullptr;
 int log_ahead_value = 1 << 20;
 
 bool check_token_setting(char** newval, void** extra, GucSource source) {
@@ -37,10 +44,27 @@ void assign_token_setting(const char* newval, void* extra) {
 }
 }  // namespace
 
+namespace {
+// Whether the current value of fencing.token was set for the current
+// transaction only: by SET LOCAL or set_config(..., true) (fencing.use()), or
+// by a function's SET clause for the duration of the call. PostgreSQL keeps a
+// stack entry for every variable changed in the transaction; a value without
+// one, or whose entry says it was a plain SET (GUC_SET), is a session value,
+// which a later transaction (or other code of this one) never means.
+bool token_setting_is_local() noexcept {
+    if (token_gconf == nullptr) return false;
+    const GucStack* st = token_gconf->stack;
+    if (st == nullptr) return false;
+    return st->state == GUC_LOCAL || st->state == GUC_SET_LOCAL || st->state == GUC_SAVE;
+}
+}  // namespace
+
 std::optional<std::int64_t> token_setting() noexcept {
-    if (!token_setting_present) return std::nullopt;
+    if (!token_setting_present || !token_setting_is_local()) return std::nullopt;
     return token_setting_value;
 }
+
+bool token_setting_ignored() noexcept { return token_setting_present && !token_setting_is_local(); }
 
 bool require_sync_standby() noexcept { return require_sync_standby_value; }
 
@@ -52,6 +76,16 @@ void define_settings() {
         "Used by protected tables for writes that do not carry a token themselves; "
         "set it with SELECT fencing.use($1) or SET LOCAL fencing.token = '<token>'.",
         &token_setting_text, "", PGC_USERSET, 0, check_token_setting, assign_token_setting, nullptr);
+#if PG_VERSION_NUM >= 160000
+    token_gconf = find_option("fencing.token", false, true, ERROR);
+#else
+    {
+        config_generic** vars = get_guc_variables();
+        const int n = GetNumConfigOptions();
+        for (int i = 0; i < n; ++i)
+            if (strcmp(vars[i]->name, "fencing.token") == 0) token_gconf = vars[i];
+    }
+#endif
     DefineCustomBoolVariable(
         "fencing.require_sync_standby", "Refuse to issue fence tokens without a synchronous standby.",
         "When on, fencing.acquire and its variants raise an error unless synchronous_standby_names "

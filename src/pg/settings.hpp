@@ -8,8 +8,14 @@
 namespace fencing::pg {
 
 // fencing.token: a transaction's token for writes that carry none (parsed once
-// per SET by the GUC hooks, read per row by the trigger).
+// per SET by the GUC hooks, read per row by the trigger). Only a value set for
+// the current transaction counts (SET LOCAL, fencing.use(), a function's SET
+// clause); a session-level value (SET without LOCAL, set_config(..., false),
+// ALTER ROLE ... SET, postgresql.conf) is ignored: empty then.
 std::optional<std::int64_t> token_setting() noexcept;
+
+// A session-level fencing.token value is present and being ignored.
+bool token_setting_ignored() noexcept;
 
 // fencing.require_sync_standby: refuse to issue tokens unless a synchronous
 // standby is configured and connected.

@@ -15,6 +15,7 @@ extern "C" {
 #include "catalog/pg_trigger.h"
 #include "lib/stringinfo.h"
 #include "utils/relcache.h"
+#include "utils/rls.h"
 }
 
 using namespace fencing;
@@ -39,6 +40,11 @@ struct CallSite {
     // the DELETE trigger for it, which is part of the accepted UPDATE.
     bool moved_row_valid;
     ItemPointerData moved_row;
+    // Whether acl_user may assign the token column (INSERT, UPDATE) when the
+    // token comes from fencing.token: -1 not checked yet, 0 no, 1 yes.
+    Oid acl_user;
+    signed char may_insert_token;
+    signed char may_update_token;
 };
 
 bool parse_bool_arg(const char* s, bool* out) {
@@ -113,6 +119,8 @@ void build_call_site(CallSite* cs, TriggerData* td) {
     cs->later_insert_trigger = cs->later_update_trigger = false;
     cs->later_name[0] = '\0';
     cs->moved_row_valid = false;
+    cs->acl_user = InvalidOid;
+    cs->may_insert_token = cs->may_update_token = -1;
     // Triggers fire in name order. A BEFORE ROW trigger that fires after ours
     // could rewrite the token after the check: refuse writes rather than
     // accept a stale one.
@@ -142,7 +150,21 @@ std::optional<std::int64_t> token_of(HeapTuple tup, TupleDesc desc, AttrNumber a
 char* describe_key(Relation rel, HeapTuple tup) {
     Oid pk = fencing::pg::compat::primary_key_index(rel);
     if (!OidIsValid(pk) || tup == nullptr) return nullptr;
+    // As PostgreSQL's BuildIndexValueDescription: only for a role that may
+    // read the key columns, and never under row-level security.
+    const Oid relid = RelationGetRelid(rel);
+    if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED) return nullptr;
+    const bool table_select = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
     Relation idx = index_open(pk, AccessShareLock);
+    if (!table_select) {
+        for (int k = 0; k < idx->rd_index->indnkeyatts; ++k) {
+            AttrNumber att = idx->rd_index->indkey.values[k];
+            if (att <= 0 || pg_attribute_aclcheck(relid, att, GetUserId(), ACL_SELECT) != ACLCHECK_OK) {
+                index_close(idx, AccessShareLock);
+                return nullptr;
+            }
+        }
+    }
     TupleDesc desc = RelationGetDescr(rel);
     StringInfoData names, values;
     initStringInfo(&names);
@@ -171,9 +193,18 @@ char* describe_key(Relation rel, HeapTuple tup) {
     return psprintf("(%s)=(%s)", names.data, values.data);
 }
 
+// Whether the role may read the token column (to be shown the stored token).
+bool may_read_column(Relation rel, AttrNumber attnum) {
+    const Oid relid = RelationGetRelid(rel);
+    if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED) return false;
+    return pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK ||
+           pg_attribute_aclcheck(relid, attnum, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
+}
+
 [[noreturn]] void report_stale(Relation rel, const core::Decision& d, const core::WriteInput& in, HeapTuple keyrow,
-                               const char* column) {
+                               const char* column, AttrNumber attnum) {
     const std::optional<std::int64_t> stored = in.stored;
+    const bool show_stored = may_read_column(rel, attnum);
     const core::WriteEvent ev = in.event;
     const bool unstated = ev == core::WriteEvent::update && !in.assigned && !in.setting;
     char in_buf[core::kTokenTextMax], st_buf[core::kTokenTextMax];
@@ -181,35 +212,55 @@ char* describe_key(Relation rel, HeapTuple tup) {
     if (stored) core::format_token(*stored, st_buf);
     const char* key = describe_key(rel, keyrow);
     const char* what = ev == core::WriteEvent::insert ? "inserted" : ev == core::WriteEvent::update ? "updated" : "deleted";
+    // The stored token only for a role that may read the token column.
+    const char* st = stored ? st_buf : "null";
     char* detail;
     if (d.reason == core::RejectReason::no_token && ev == core::WriteEvent::del)
-        detail = psprintf("Deleting from this table needs fencing.token to be set; the stored token is %s.",
-                          stored ? st_buf : "null");
+        detail = show_stored ? psprintf("Deleting from this table needs fencing.token to be set; the stored token is %s.", st)
+                             : pstrdup("Deleting from this table needs fencing.token to be set.");
     else if (d.reason == core::RejectReason::no_token && ev == core::WriteEvent::insert)
         detail = psprintf("The row carries no fence token in column \"%s\" and fencing.token is not set.", column);
     else if (d.reason == core::RejectReason::no_token && in.assigned)
-        detail = psprintf("The UPDATE sets column \"%s\" to null; the stored token is %s.", column,
-                          stored ? st_buf : "null");
+        detail = show_stored ? psprintf("The UPDATE sets column \"%s\" to null; the stored token is %s.", column, st)
+                             : psprintf("The UPDATE sets column \"%s\" to null.", column);
     else if (d.reason == core::RejectReason::no_token)
-        detail = psprintf("The row carries no fence token and fencing.token is not set; the stored token is %s.",
-                          stored ? st_buf : "null");
+        detail = show_stored
+                     ? psprintf("The row carries no fence token and fencing.token is not set; the stored token is %s.", st)
+                     : pstrdup("The row carries no fence token and fencing.token is not set.");
     else if (unstated)
-        detail = psprintf("The UPDATE does not assign column \"%s\" and fencing.token is not set, so the row keeps "
-                          "its stored token %s.",
-                          column, stored ? st_buf : "null");
+        detail = show_stored ? psprintf("The UPDATE does not assign column \"%s\" and fencing.token is not set, so the row "
+                                        "keeps its stored token %s.",
+                                        column, st)
+                             : psprintf("The UPDATE does not assign column \"%s\" and fencing.token is not set, so the row "
+                                        "keeps its stored token.",
+                                        column);
     else
-        detail = psprintf("Incoming token %s is not greater than the stored token %s.", in_buf, stored ? st_buf : "null");
+        detail = show_stored ? psprintf("Incoming token %s is not greater than the stored token %s.", in_buf, st)
+                             : psprintf("Incoming token %s is not greater than the stored token.", in_buf);
+    // A session-level fencing.token is ignored (only the transaction's own
+    // token counts): say so, or the rejection would look like a bug.
+    const char* ignored = !in.setting && pg::token_setting_ignored()
+                              ? " A session-level fencing.token (SET without LOCAL) is ignored: set the "
+                                "transaction's token with SET LOCAL fencing.token or SELECT fencing.use($1)."
+                              : "";
     if (key)
         ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN),
                         errmsg("stale fence token for relation \"%s\"", RelationGetRelationName(rel)),
-                        errdetail("%s The row with key %s was not %s.", detail, key, what),
+                        errdetail("%s The row with key %s was not %s.%s", detail, key, what, ignored),
                         errhint("The lock was lost: acquire it again and retry with the new token."),
                         errtable(rel)));
     ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN),
                     errmsg("stale fence token for relation \"%s\"", RelationGetRelationName(rel)),
-                    errdetail("%s The row was not %s.", detail, what),
+                    errdetail("%s The row was not %s.%s", detail, what, ignored),
                     errhint("The lock was lost: acquire it again and retry with the new token."), errtable(rel)));
     pg_unreachable();
+}
+
+bool in_referential_action() {
+    Oid user;
+    int context = 0;
+    GetUserIdAndSecContext(&user, &context);
+    return (context & SECURITY_NOFORCE_RLS) != 0;
 }
 
 Datum enforce(FunctionCallInfo fcinfo) {
@@ -281,6 +332,18 @@ Datum enforce(FunctionCallInfo fcinfo) {
             break;
     }
 
+    // A referential action of a foreign key into this table (ON UPDATE
+    // CASCADE, ON DELETE SET NULL / SET DEFAULT / CASCADE): PostgreSQL keeps
+    // the references consistent after a write to the referenced table, which
+    // that table's own protection judges. It rewrites only the referencing
+    // columns (or removes the row): let it through, with the row's token
+    // unchanged. PostgreSQL runs these actions, and only these, with
+    // SECURITY_NOFORCE_RLS in the security context (ri_triggers.c). An
+    // UPDATE is taken as one only when it leaves the token column alone.
+    if (ev != core::WriteEvent::insert && in_referential_action()) {
+        if (ev == core::WriteEvent::del) return PointerGetDatum(td->tg_trigtuple);
+        if (!in.assigned && in.row_token == in.stored) return PointerGetDatum(td->tg_newtuple);
+    }
     if (ev == core::WriteEvent::del && cs->mode.fence_deletes && cs->moved_row_valid &&
         ItemPointerEquals(&td->tg_trigtuple->t_self, &cs->moved_row)) {
         // The DELETE half of moving a row whose UPDATE was just accepted.
@@ -298,9 +361,35 @@ Datum enforce(FunctionCallInfo fcinfo) {
         case core::Verdict::reject_skip:
             return fencing::pg::compat::null_datum();
         case core::Verdict::reject_error:
-            report_stale(rel, d, in, keyrow, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname));
+            report_stale(rel, d, in, keyrow, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), cs->attnum);
     }
     if (d.fill_row && d.incoming) {
+        // The token comes from fencing.token and is written into the token
+        // column: the role must be allowed to assign that column, as if it
+        // had named it (a role with UPDATE (balance) only must not stamp any
+        // token it likes into the row). Checked once per call site and role.
+        if (cs->acl_user != GetUserId()) {
+            cs->acl_user = GetUserId();
+            cs->may_insert_token = cs->may_update_token = -1;
+        }
+        signed char* may = ev == core::WriteEvent::insert ? &cs->may_insert_token : &cs->may_update_token;
+        const AclMode needed = ev == core::WriteEvent::insert ? ACL_INSERT : ACL_UPDATE;
+        if (*may < 0)
+            // As the executor checks a column: the table's privilege, or the column's own.
+            *may = pg_class_aclcheck(RelationGetRelid(rel), cs->acl_user, needed) == ACLCHECK_OK ||
+                           pg_attribute_aclcheck(RelationGetRelid(rel), cs->attnum, cs->acl_user, needed) == ACLCHECK_OK
+                       ? 1
+                       : 0;
+        if (*may == 0)
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                            errmsg("permission denied for column \"%s\" of relation \"%s\"",
+                                   NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
+                            errdetail("The write takes its fence token from fencing.token, which is written into column "
+                                      "\"%s\"; that needs the %s privilege on the column.",
+                                      NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname),
+                                      ev == core::WriteEvent::insert ? "INSERT" : "UPDATE"),
+                            errhint("Grant the role %s on the token column, or write with a role that has it.",
+                                    ev == core::WriteEvent::insert ? "INSERT" : "UPDATE")));
         int col = cs->attnum;
         Datum value = Int64GetDatum(*d.incoming);
         bool isnull = false;
@@ -323,6 +412,16 @@ FENCING_FUNCTION(fencing_trigger_args) {
         int len = VARSIZE_ANY_EXHDR(raw);
         ArrayBuildState* astate = nullptr;
         int start = 0;
+        // Text must be valid in the database encoding (22021 otherwise): a
+        // function returning invalid text would put it into query results
+        // and dumps that cannot be loaded again.
+        if (len > 0) {
+            for (int i = 0, start_v = 0; i <= len; ++i) {
+                if (i < len && p[i] != '\0') continue;
+                (void)pg_verifymbstr(p + start_v, i - start_v, false);
+                start_v = i + 1;
+            }
+        }
         for (int i = 0; i < len; ++i) {
             if (p[i] != '\0') continue;
             astate = accumArrayResult(astate, PointerGetDatum(cstring_to_text_with_len(p + start, i - start)), false,

@@ -22,13 +22,15 @@ BEGIN
 END
 $$;
 
--- The protected table. Its fence token column already holds 2^53 + 1, so
--- fencing.protect moves the token counter past it: every token from now on
--- is above 2^53 (a double cannot hold it exactly).
+-- The protected table. Its fence token column holds 2^53 + 1 and a superuser
+-- moves the token counter past it (protect() refuses tables holding tokens
+-- past 2^52): every token from now on is above 2^53 (a double cannot hold it
+-- exactly).
 DROP TABLE IF EXISTS psql_ledger;
 CREATE TABLE psql_ledger (id int PRIMARY KEY, balance bigint NOT NULL, fence_token fencing.token);
-INSERT INTO psql_ledger VALUES (1, 0, '9007199254740993');
 SELECT fencing.protect('psql_ledger') \gset
+SELECT fencing.advance_past('psql_ledger', 9007199254740993) \gset
+INSERT INTO psql_ledger VALUES (1, 0, '9007199254740993');
 
 -- ---- session 1: acquire, write, release ---------------------------------------
 SELECT fencing.acquire('clients:psql') AS t1 \gset

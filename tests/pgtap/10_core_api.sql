@@ -121,9 +121,10 @@ SELECT col_type_is('fencing', 'locks', 'lease', 'interval', 'locks.lease is inte
 SELECT col_type_is('fencing', 'locks', 'expires_at', 'timestamp with time zone', 'locks.expires_at is timestamptz');
 
 --------------------------------------------------------------------------------
--- Every role can use the API (the schema, the functions, the view).
+-- A role granted USAGE on the schema can use the API (the functions, the
+-- view); PUBLIC has no USAGE on the schema itself.
 --------------------------------------------------------------------------------
-SELECT ok(has_schema_privilege('public', 'fencing', 'USAGE'), 'PUBLIC may use schema fencing');
+SELECT ok(NOT has_schema_privilege('public', 'fencing', 'USAGE'), 'PUBLIC has no USAGE on schema fencing (it is granted to the roles that use fencing)');
 SELECT ok(has_function_privilege('public', 'fencing.acquire(text, interval, interval, boolean)', 'EXECUTE'), 'PUBLIC may execute fencing.acquire');
 SELECT ok(has_function_privilege('public', 'fencing.validate(text, bigint)', 'EXECUTE'), 'PUBLIC may execute fencing.validate');
 SELECT ok(has_table_privilege('public', 'fencing.locks', 'SELECT'), 'PUBLIC may read fencing.locks');

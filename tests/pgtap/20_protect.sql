@@ -15,7 +15,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(65);
+SELECT plan(79);
 
 -- as_role(r, q): runs q as role r (an error propagates; the role switch is
 -- undone either way, as the caller's subtransaction is rolled back).
@@ -45,7 +45,7 @@ SELECT has_function('fencing', 'protect', ARRAY['regclass', 'name', 'boolean', '
 SELECT function_returns('fencing', 'protect', ARRAY['regclass', 'name', 'boolean', 'text', 'boolean'], 'void',
                         'fencing.protect returns void');
 SELECT is((SELECT pg_get_function_arguments('fencing.protect(regclass,name,boolean,text,boolean)'::regprocedure)),
-          'tbl regclass, token_column name DEFAULT NULL::name, allow_equal boolean DEFAULT false, on_stale text DEFAULT ''error''::text, fence_deletes boolean DEFAULT false',
+          'tbl regclass, token_column name DEFAULT NULL::name, allow_equal boolean DEFAULT false, on_stale text DEFAULT ''error''::text, fence_deletes boolean DEFAULT true',
           'fencing.protect argument names and defaults');
 SELECT has_function('fencing', 'unprotect', ARRAY['regclass'], 'fencing.unprotect(regclass)');
 SELECT function_returns('fencing', 'unprotect', ARRAY['regclass'], 'boolean', 'fencing.unprotect returns boolean');
@@ -81,10 +81,10 @@ SELECT lives_ok($$SELECT fencing.protect('t20.only_tok')$$, 'protect finds the o
 SELECT results_eq(
     $$SELECT tbl, token_column::text COLLATE "default", allow_equal, on_stale, fence_deletes FROM fencing.protected
        WHERE tbl::text LIKE 't20.%' ORDER BY tbl::text$$,
-    $$VALUES ('t20.acct'::regclass, 'fence_token', false, 'error', false),
-             ('t20.only_tok'::regclass, 'tok', false, 'error', false),
-             ('t20.rev'::regclass, 'etcd_revision', true, 'error', false)$$,
-    'fencing.protected lists each protected table with its settings');
+    $$VALUES ('t20.acct'::regclass, 'fence_token', false, 'error', true),
+             ('t20.only_tok'::regclass, 'tok', false, 'error', true),
+             ('t20.rev'::regclass, 'etcd_revision', true, 'error', true)$$,
+    'fencing.protected lists each protected table with its settings (fence_deletes by default)');
 SELECT is((SELECT tgname::text FROM pg_trigger WHERE tgrelid = 't20.acct'::regclass), '~fencing_enforce',
           'the trigger is named "~fencing_enforce"');
 SELECT is((SELECT (tgtype & (1 | 2 | 4 | 8 | 16))::int FROM pg_trigger WHERE tgrelid = 't20.acct'::regclass),
@@ -141,6 +141,18 @@ SELECT throws_ok($$UPDATE t20.rev SET etcd_revision = 499$$, '23T01', 'stale fen
                  'bigint column: lower revision: 23T01');
 SELECT lives_ok($$UPDATE t20.rev SET etcd_revision = 500$$, 'bigint column with allow_equal: equal revision accepted');
 SELECT is((SELECT fence_token::bigint FROM t20.acct WHERE id = 1), 11::bigint, 'the row holds the accepted token');
+-- DELETE is fenced by default: it needs a transaction token newer than the row's.
+SELECT throws_ok($$DELETE FROM t20.acct WHERE id = 1$$, '23T01', 'stale fence token for relation "acct"',
+                 'DELETE without fencing.token on a table protected with the defaults: 23T01');
+SELECT throws_ok($$SELECT set_config('fencing.token', '11', true); DELETE FROM t20.acct WHERE id = 1$$, '23T01',
+                 'stale fence token for relation "acct"', 'DELETE with the row''s own token: 23T01');
+SELECT lives_ok($$INSERT INTO t20.acct VALUES (99, 5, 'd'); SELECT set_config('fencing.token', '12', true); DELETE FROM t20.acct WHERE id = 99$$,
+                'DELETE with a newer token is accepted');
+SELECT is((SELECT count(*)::int FROM t20.acct WHERE id = 1), 1, 'the rejected DELETEs left the row');
+SELECT lives_ok($$SELECT fencing.protect('t20.rev', 'etcd_revision', true, fence_deletes => false); DELETE FROM t20.rev WHERE false$$,
+                'fence_deletes => false turns the DELETE check off');
+SELECT is((SELECT fence_deletes FROM fencing.protected WHERE tbl = 't20.rev'::regclass), false,
+          'fencing.protected shows fence_deletes false');
 
 --------------------------------------------------------------------------------
 -- 42703, 42804, 22023, 42501.
@@ -162,8 +174,28 @@ SELECT throws_ok($$SELECT fencing.protect('t20.acct', on_stale => 'ignore')$$, '
 SELECT throws_ok($$SELECT fencing.protect('t20.acct', on_stale => NULL)$$, '22023', NULL, 'on_stale NULL: 22023');
 SELECT results_eq(
     $$SELECT allow_equal, on_stale, fence_deletes FROM fencing.protected WHERE tbl = 't20.acct'::regclass$$,
-    $$VALUES (false, 'error'::text, false)$$,
+    $$VALUES (false, 'error'::text, true)$$,
     'failed calls leave the settings alone');
+
+-- A table that no longer exists (an OID kept from before a DROP): 42P01,
+-- named by its OID, never "<NULL>".
+CREATE TABLE t20.gone (id int, fence_token fencing.token);
+SELECT 't20.gone'::regclass::oid AS gone_oid \gset
+DROP TABLE t20.gone;
+SELECT throws_ok(format('SELECT fencing.protect(%s::oid::regclass)', :gone_oid), '42P01',
+                 format('relation with OID %s does not exist', :gone_oid), 'protect of a dropped table: 42P01');
+SELECT throws_ok(format('SELECT fencing.unprotect(%s::oid::regclass)', :gone_oid), '42P01',
+                 format('relation with OID %s does not exist', :gone_oid), 'unprotect of a dropped table: 42P01');
+
+-- trigger_args never returns invalid text, and is not for PUBLIC (the view
+-- fencing.protected, which uses it, needs no grant for it).
+SELECT throws_ok($$SELECT fencing.trigger_args('\xff00'::bytea)$$, '22021', NULL,
+                 'trigger_args of bytes that are not valid in the database encoding: 22021');
+SELECT throws_ok($$SELECT fencing.trigger_args('\x61c3'::bytea)$$, '22021', NULL,
+                 'trigger_args of a truncated multibyte character: 22021');
+SELECT is(fencing.trigger_args('\x610062'::bytea), ARRAY['a', 'b'], 'trigger_args of valid arguments');
+SELECT ok(NOT has_function_privilege('public', 'fencing.trigger_args(bytea)', 'EXECUTE'),
+          'PUBLIC may not execute fencing.trigger_args');
 
 SET LOCAL client_min_messages = warning;
 CREATE ROLE t20_owner NOLOGIN;
@@ -188,6 +220,10 @@ SELECT throws_ok($$SELECT t20.as_role('t20_other', 'UPDATE fencing.fence_state S
                  '42501', NULL, 'a non-owner may not write fencing.fence_state: 42501');
 SELECT throws_ok($$SELECT t20.as_role('t20_other', 'SELECT setval(''fencing.token_seq'', 1)')$$,
                  '42501', NULL, 'a non-owner may not setval fencing.token_seq: 42501');
+SELECT lives_ok($$SELECT t20.as_role('t20_other', 'SELECT count(*) FROM fencing.protected')$$,
+                'a role with USAGE reads fencing.protected without EXECUTE on trigger_args');
+SELECT throws_ok($$SELECT t20.as_role('t20_other', 'SELECT fencing.trigger_args(''\x61''::bytea)')$$,
+                 '42501', NULL, 'but may not call fencing.trigger_args itself: 42501');
 INSERT INTO t20.owned VALUES (1, 10, 'a');
 SELECT throws_ok($$SELECT t20.as_role('t20_other', 'UPDATE t20.owned SET fence_token = 9')$$,
                  '23T01', 'stale fence token for relation "owned"', 'a writer with a stale token: 23T01');

@@ -23,7 +23,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(76);
+SELECT plan(103);
 
 SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dblink;
@@ -62,6 +62,20 @@ BEGIN
     RETURN CASE st WHEN 'T5000' THEN v ELSE 'ERROR ' || st END;
 END $$;
 
+-- detail_as returns the DETAIL of the error the SQL raises as the role.
+CREATE FUNCTION t50.detail_as(r name, q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE d text;
+BEGIN
+    BEGIN
+        EXECUTE format('SET LOCAL ROLE %I', r);
+        EXECUTE q;
+        RAISE EXCEPTION 'ran' USING ERRCODE = 'T5000', DETAIL = 'no error';
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
+    END;
+    RETURN d;
+END $$;
+
 -- A protected table owned by another role, which the intruder may read and write.
 CREATE TABLE public.t50_owned (id int PRIMARY KEY, v text, fence_token fencing.token);
 ALTER TABLE public.t50_owned OWNER TO fencing_t50_owner;
@@ -73,15 +87,41 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON public.t50_owned, public.t50_plain TO fe
 RESET client_min_messages;
 
 --------------------------------------------------------------------------------
--- 1. Every role may use fencing (README, Privileges).
+-- 1. Using fencing takes a grant; writing to a protected table does not.
 --------------------------------------------------------------------------------
-SELECT ok(has_schema_privilege('fencing_t50_fresh', 'fencing', 'USAGE'),
-          'a role without grants has USAGE on schema fencing (README: every role may call the acquisition functions)');
+SELECT ok(NOT has_schema_privilege('fencing_t50_fresh', 'fencing', 'USAGE'),
+          'PUBLIC has no USAGE on schema fencing: a role without grants has none');
+SELECT is(t50.state_as('fencing_t50_fresh', $q$SELECT fencing.current('t50:any')$q$), '42501',
+          'a role without USAGE on schema fencing cannot call fencing.current');
+SELECT is(t50.state_as('fencing_t50_fresh', $q$SELECT fencing.acquire_xact('t50:any')$q$), '42501',
+          'nor fencing.acquire_xact');
+SELECT is(t50.state_as('fencing_t50_fresh', $q$SELECT count(*) FROM fencing.locks$q$), '42501',
+          'nor read fencing.locks');
+-- The writer may read and write the protected table but has nothing of fencing.
+CREATE ROLE fencing_t50_writer NOLOGIN;
+GRANT SELECT, INSERT, UPDATE, DELETE ON public.t50_owned TO fencing_t50_writer;
+SELECT is(t50.state_as('fencing_t50_writer', $q$INSERT INTO public.t50_owned VALUES (7, 'w', 200)$q$), '00000',
+          'a role without USAGE on schema fencing inserts into a protected table with a token');
+SELECT is(t50.state_as('fencing_t50_writer', $q$UPDATE public.t50_owned SET v = 'w', fence_token = 101 WHERE id = 1$q$), '00000',
+          'and updates it with a newer token');
+SELECT is(t50.state_as('fencing_t50_writer', $q$UPDATE public.t50_owned SET v = 'w', fence_token = 100 WHERE id = 1$q$), '23T01',
+          'its stale write is rejected with 23T01');
+SELECT is(t50.value_as('fencing_t50_writer',
+          $q$SET LOCAL fencing.token = '150'; UPDATE public.t50_owned SET v = 'w' WHERE id = 1 RETURNING fence_token::bigint$q$), '150',
+          'SET LOCAL fencing.token works without USAGE on schema fencing');
+SELECT is(t50.state_as('fencing_t50_writer', $q$UPDATE public.t50_owned SET v = 'w' WHERE id = 1$q$), '23T01',
+          'its write without a token is rejected with 23T01');
+SELECT is(t50.state_as('fencing_t50_writer', $q$SELECT fencing.use(5)$q$), '42501',
+          'fencing.use needs USAGE on schema fencing (SET LOCAL fencing.token does not)');
+-- GRANT USAGE ON SCHEMA fencing TO app_role is what lets a role use fencing.
+GRANT USAGE ON SCHEMA fencing TO fencing_t50_fresh;
 SELECT is(t50.state_as('fencing_t50_fresh', $q$SELECT fencing.current('t50:any')$q$), '00000',
-          'a role without grants can call fencing.current');
+          'with USAGE on schema fencing a role can call fencing.current');
+SELECT is(t50.state_as('fencing_t50_fresh', $q$SELECT fencing.acquire_xact('t50:any')$q$), '00000',
+          'and acquire');
 
--- From here on, the roles have USAGE on the schema whatever the default, so
--- that each check below meets the object's own privileges, not the schema's.
+-- From here on, the roles have USAGE on the schema, so that each check below
+-- meets the object's own privileges, not the schema's.
 GRANT USAGE ON SCHEMA fencing TO fencing_t50_intruder, fencing_t50_monitor, fencing_t50_owner;
 
 --------------------------------------------------------------------------------
@@ -153,15 +193,77 @@ SELECT is(t50.state_as('fencing_t50_owner', $q$SELECT fencing.unprotect('public.
           'the owner may unprotect its table');
 SELECT is(t50.state_as('fencing_t50_owner', $q$SELECT fencing.protect('public.t50_plain')$q$), '00000',
           'the owner may protect its table');
-SELECT is(t50.state_as('fencing_t50_owner', $q$SELECT fencing.advance_past('public.t50_plain', 1)$q$), '00000',
-          'the owner may call fencing.advance_past on its table');
+SELECT ok(NOT has_function_privilege('public', 'fencing.advance_past(regclass, bigint)', 'EXECUTE'),
+          'PUBLIC may not execute fencing.advance_past');
+SELECT is(t50.state_as('fencing_t50_owner', $q$SELECT fencing.advance_past('public.t50_plain', 1)$q$), '42501',
+          'not even the table''s owner may call fencing.advance_past');
 SELECT cmp_ok(fencing.advance_past('public.t50_plain', 1), '>=', :state_token::bigint,
               'advance_past never moves the counter backwards');
 SELECT is(t50.state_as('fencing_t50_intruder',
-          $q$CREATE TEMP TABLE t50_tmp (fence_token bigint); SELECT fencing.advance_past('t50_tmp', 1)$q$), '00000',
-          'a role may call advance_past on a (temporary) table of its own');
+          $q$CREATE TEMP TABLE t50_tmp (fence_token bigint); SELECT fencing.advance_past('t50_tmp', 4611686018427387904)$q$), '42501',
+          'a role cannot call advance_past on a (temporary) table of its own to move the counter to 2^62');
+-- Counter exhaustion: protect refuses tables holding tokens past 2^52, for
+-- every role, so no table owner can move the shared counter near 2^53 (the
+-- largest integer JavaScript numbers hold exactly) or exhaust it.
+SELECT is(t50.state_as('fencing_t50_intruder',
+          $q$CREATE TEMP TABLE t50_big (fence_token bigint); INSERT INTO t50_big VALUES (9223372036854775806);
+             SELECT fencing.protect('t50_big')$q$), '22003',
+          'protect of a table holding 9223372036854775806 is refused (22003)');
+SELECT is(t50.state_as('fencing_t50_intruder',
+          $q$CREATE TEMP TABLE t50_big (fence_token bigint); INSERT INTO t50_big VALUES (4503599627370497);
+             SELECT fencing.protect('t50_big')$q$), '22003',
+          'protect of a table holding 2^52 + 1 is refused');
+SELECT is((SELECT state FROM (SELECT t50.state_as(session_user,
+          $q$CREATE TEMP TABLE t50_big (fence_token bigint); INSERT INTO t50_big VALUES (9223372036854775806);
+             SELECT fencing.protect('t50_big')$q$) AS state) x), '22003',
+          'also for a superuser');
+SELECT is(t50.state_as('fencing_t50_intruder',
+          $q$CREATE TEMP TABLE t50_small (fence_token bigint); INSERT INTO t50_small VALUES (5);
+             SELECT fencing.protect('t50_small')$q$), '00000',
+          'protect of a table holding small tokens moves the counter as before');
+SELECT cmp_ok(fencing.acquire_xact('t50:after')::bigint, '<', 4503599627370496::bigint,
+              'acquisition still works and tokens stay below 2^52 after all attempts');
 SELECT is((SELECT count(*)::int FROM public.t50_owned WHERE fence_token::bigint = 100 AND v = 'a'), 1,
           'the protected row is unchanged');
+
+--------------------------------------------------------------------------------
+-- 3b. Column privileges: the token the setting writes, and what a rejection shows.
+--------------------------------------------------------------------------------
+SET LOCAL client_min_messages = warning;
+CREATE ROLE fencing_t50_cols NOLOGIN;
+CREATE ROLE fencing_t50_tokcol NOLOGIN;
+CREATE ROLE fencing_t50_blind NOLOGIN;
+RESET client_min_messages;
+GRANT SELECT (id), UPDATE (v), INSERT (id, v) ON public.t50_owned TO fencing_t50_cols;
+GRANT SELECT (id), UPDATE (v, fence_token), INSERT (id, v, fence_token) ON public.t50_owned TO fencing_t50_tokcol;
+GRANT UPDATE (v, fence_token) ON public.t50_owned TO fencing_t50_blind;
+SELECT is(t50.state_as('fencing_t50_cols',
+          $q$SET LOCAL fencing.token = '9223372036854775807'; UPDATE public.t50_owned SET v = 'x' WHERE id = 1$q$), '42501',
+          'an UPDATE whose token comes from fencing.token needs UPDATE on the token column');
+SELECT is(t50.state_as('fencing_t50_cols',
+          $q$SET LOCAL fencing.token = '9223372036854775807'; INSERT INTO public.t50_owned (id, v) VALUES (8, 'x')$q$), '42501',
+          'an INSERT whose token comes from fencing.token needs INSERT on the token column');
+SELECT is(t50.value_as('fencing_t50_tokcol',
+          $q$SET LOCAL fencing.token = '150'; UPDATE public.t50_owned SET v = 'x' WHERE id = 1 RETURNING id$q$), '1',
+          'with UPDATE on the token column the setting''s token is written');
+SELECT is(t50.state_as('fencing_t50_tokcol',
+          $q$SET LOCAL fencing.token = '150'; INSERT INTO public.t50_owned (id, v) VALUES (8, 'x')$q$), '00000',
+          'with INSERT on the token column too');
+SELECT is(t50.state_as('fencing_t50_cols', $q$UPDATE public.t50_owned SET v = 'x' WHERE id = 1$q$), '23T01',
+          'without the setting, a write that does not touch the token column is judged as before');
+SELECT ok(t50.detail_as('fencing_t50_blind', $q$UPDATE public.t50_owned SET v = 'x', fence_token = 5$q$) NOT LIKE '%(id)=(1)%',
+          'the stale-write detail hides the key from a role that may not read it');
+SELECT ok(t50.detail_as('fencing_t50_blind', $q$UPDATE public.t50_owned SET v = 'x', fence_token = 5$q$) NOT LIKE '%100%',
+          'and the stored token from a role that may not read the token column');
+SELECT ok(t50.detail_as('fencing_t50_blind', $q$UPDATE public.t50_owned SET v = 'x', fence_token = 5$q$) LIKE 'Incoming token 5 %',
+          'but shows the role its own incoming token');
+SELECT ok(t50.detail_as('fencing_t50_tokcol', $q$UPDATE public.t50_owned SET v = 'x', fence_token = 5 WHERE id = 1$q$) LIKE '%(id)=(1)%',
+          'a role that may read the key columns sees the key');
+SELECT ok(t50.detail_as('fencing_t50_tokcol', $q$UPDATE public.t50_owned SET v = 'x', fence_token = 5 WHERE id = 1$q$) NOT LIKE '%100%',
+          'but not the stored token without SELECT on the token column');
+SELECT ok(t50.detail_as('fencing_t50_intruder', $q$UPDATE public.t50_owned SET v = 'x', fence_token = 5 WHERE id = 1$q$)
+          LIKE '%stored token 100%(id)=(1)%',
+          'a role with SELECT on the table sees the stored token and the key');
 
 --------------------------------------------------------------------------------
 -- 4. SECURITY DEFINER and search_path.

@@ -350,7 +350,7 @@ TEST(DecisionDefaults, ProtectModeDefaults) {
     const ProtectMode m;
     EXPECT_FALSE(m.allow_equal);
     EXPECT_EQ(m.on_stale, OnStale::error);
-    EXPECT_FALSE(m.fence_deletes);
+    EXPECT_TRUE(m.fence_deletes);  // as fencing.protect()'s default
 }
 
 TEST(DecisionDefaults, DecisionDefaultsToPlainAccept) {

@@ -66,9 +66,13 @@ func main() {
 		_, err := setup.Exec(ctx, sql)
 		must(err)
 	}
-	_, err := setup.Exec(ctx, "INSERT INTO go_ledger VALUES (1, 0, $1)", above2to53)
+	// protect() refuses tables holding tokens past 2^52: protect first, then a
+	// superuser moves the counter past 2^53 + 1.
+	_, err := setup.Exec(ctx, "SELECT fencing.protect('go_ledger')")
 	must(err)
-	_, err = setup.Exec(ctx, "SELECT fencing.protect('go_ledger')")
+	_, err = setup.Exec(ctx, "SELECT fencing.advance_past('go_ledger', $1)", above2to53)
+	must(err)
+	_, err = setup.Exec(ctx, "INSERT INTO go_ledger VALUES (1, 0, $1)", above2to53)
 	must(err)
 
 	s1, s2 := connect(), connect()

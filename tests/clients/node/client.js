@@ -72,8 +72,11 @@ async function main() {
   await setup.query('CREATE EXTENSION IF NOT EXISTS fencing');
   await setup.query('DROP TABLE IF EXISTS node_ledger');
   await setup.query('CREATE TABLE node_ledger (id int PRIMARY KEY, balance bigint NOT NULL, fence_token fencing.token)');
-  await setup.query('INSERT INTO node_ledger VALUES (1, 0, $1)', [ABOVE_2_53]);
+  // Tokens above 2^53: protect() refuses tables holding tokens past 2^52,
+  // so the table is protected first and a superuser moves the counter.
   await setup.query("SELECT fencing.protect('node_ledger')");
+  await setup.query("SELECT fencing.advance_past('node_ledger', $1)", [ABOVE_2_53]);
+  await setup.query('INSERT INTO node_ledger VALUES (1, 0, $1)', [ABOVE_2_53]);
 
   const s1 = await connect();
   const s2 = await connect();

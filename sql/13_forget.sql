@@ -1,0 +1,70 @@
+-- fencing.forget(idle): removes the fence state of resources that nobody
+-- holds or awaits and whose last grant is at least `idle` old; returns how
+-- many. A forgotten resource's current() is NULL and its next token is still
+-- greater than every earlier one (the counter is database-wide). Not for
+-- PUBLIC. Prints comparisons, never raw token values or counts that other
+-- tests' resources would change.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS fencing;
+RESET client_min_messages;
+
+SELECT pg_get_function_arguments('fencing.forget(interval)'::regprocedure) AS args,
+       pg_get_function_result('fencing.forget(interval)'::regprocedure) AS result,
+       has_function_privilege('public', 'fencing.forget(interval)', 'EXECUTE') AS public_may_execute;
+
+-- An idle resource, one held by this session, one held in a transaction.
+SELECT fencing.acquire('t13:idle') AS idle_tok \gset
+SELECT fencing.release('t13:idle');
+SELECT fencing.acquire('t13:held') AS held_tok \gset
+
+-- Nothing is a day old yet.
+SELECT fencing.forget('1 day') AS forgotten_day;
+SELECT fencing.current('t13:idle') = :idle_tok AS idle_still_known;
+
+BEGIN;
+SELECT fencing.acquire_xact('t13:xact') AS xact_tok \gset
+SELECT fencing.forget('0') >= 1 AS forgot_some;
+SELECT fencing.current('t13:idle') IS NULL AS idle_forgotten,
+       fencing.current('t13:held') = :held_tok AS held_kept,
+       fencing.current('t13:xact') = :xact_tok AS xact_kept;
+COMMIT;
+SELECT fencing.current('t13:idle') IS NULL AS idle_forgotten_after_commit;
+SELECT count(*) AS idle_rows FROM fencing.fence_state WHERE resource = 't13:idle';
+
+-- The next token of a forgotten resource is greater than every earlier one.
+SELECT fencing.acquire('t13:idle') AS idle_again \gset
+SELECT :idle_again > :idle_tok AND :idle_again > :held_tok AND :idle_again > :xact_tok AS newer_than_all,
+       fencing.current('t13:idle') = :idle_again AS current_is_new;
+SELECT fencing.release('t13:idle'), fencing.release('t13:held');
+
+-- Rolled back, nothing is forgotten.
+BEGIN;
+SELECT fencing.forget('0') >= 1 AS forgot_some;
+SELECT fencing.current('t13:idle') IS NULL AS gone_inside;
+ROLLBACK;
+SELECT fencing.current('t13:idle') = :idle_again AS back_after_rollback;
+
+-- Arguments.
+SELECT fencing.forget('-1 second');
+SELECT fencing.forget(NULL);
+SELECT fencing.forget('100 years') AS forgotten_century;
+
+-- Privileges: not PUBLIC; a role granted EXECUTE (and USAGE) may.
+CREATE ROLE regress_fencing_t13_ops;
+CREATE ROLE regress_fencing_t13_app;
+GRANT USAGE ON SCHEMA fencing TO regress_fencing_t13_ops, regress_fencing_t13_app;
+GRANT EXECUTE ON FUNCTION fencing.forget(interval) TO regress_fencing_t13_ops;
+SET ROLE regress_fencing_t13_app;
+SELECT fencing.forget('1 day');
+RESET ROLE;
+SET ROLE regress_fencing_t13_ops;
+SELECT fencing.forget('100 years') AS forgotten_by_ops;
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION fencing.forget(interval) FROM regress_fencing_t13_ops;
+REVOKE USAGE ON SCHEMA fencing FROM regress_fencing_t13_ops, regress_fencing_t13_app;
+DROP ROLE regress_fencing_t13_ops, regress_fencing_t13_app;
+
+-- Read-only transactions forget nothing.
+BEGIN READ ONLY;
+SELECT fencing.forget('0');
+ROLLBACK;

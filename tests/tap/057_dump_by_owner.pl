@@ -1,0 +1,86 @@
+# The database owner, not a superuser, dumps and restores a database that has
+# fencing (pg_database_owner may read the fence state and the counter, load
+# the fence state back, and use schema fencing). A superuser creates the
+# extension in both databases (CREATE EXTENSION fencing needs one); the owner
+# does everything else. After the restore, fencing.current() returns the old
+# tokens, the table is protected, and new tokens are greater than every old
+# one. A role that does not own the database still cannot read the state.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib $FindBin::Bin;
+
+my $node = PostgreSQL::Test::Cluster->new('owner_dump');
+$node->init;
+$node->append_conf('postgresql.conf', "log_statement = none\n");
+$node->start;
+
+$node->safe_psql('postgres', q{
+CREATE ROLE fencing_dbo LOGIN;
+CREATE ROLE fencing_other LOGIN;
+CREATE DATABASE src OWNER fencing_dbo;
+CREATE DATABASE dst OWNER fencing_dbo;
+});
+$node->safe_psql('src', 'CREATE EXTENSION fencing');
+$node->safe_psql('dst', 'CREATE EXTENSION fencing');
+
+sub as_owner
+{
+	my ($db, $q) = @_;
+	return $node->safe_psql($db, $q, extra_params => [ '-U', 'fencing_dbo' ]);
+}
+
+as_owner('src', q{
+CREATE TABLE acct (id int PRIMARY KEY, balance bigint NOT NULL, fence_token fencing.token);
+SELECT fencing.protect('acct');
+DO $$
+DECLARE t fencing.token;
+BEGIN
+  FOR i IN 1..5 LOOP
+    t := fencing.acquire('acct:' || i);
+    INSERT INTO acct VALUES (i, 100 + i, t);
+    PERFORM fencing.release('acct:' || i);
+  END LOOP;
+END $$;
+});
+my $old_current = as_owner('src', q{SELECT string_agg(resource || '=' || token, ',' ORDER BY resource) FROM fencing.fence_state});
+my $old_max = as_owner('src', q{SELECT max(token) FROM fencing.fence_state});
+like($old_current, qr/^acct:1=\d+,acct:2=\d+/, 'the database owner reads fencing.fence_state');
+
+my ($rc, $out, $err) = $node->psql('src', 'SELECT count(*) FROM fencing.fence_state', extra_params => [ '-U', 'fencing_other' ]);
+isnt($rc, 0, 'a role that does not own the database cannot read fencing.fence_state');
+
+my $dir = PostgreSQL::Test::Utils::tempdir;
+my $src = $node->connstr('src') . ' user=fencing_dbo';
+my $dst = $node->connstr('dst') . ' user=fencing_dbo';
+$node->command_ok([ 'pg_dump', '-d', $src, '-F', 'c', '-f', "$dir/src.dump" ], 'the database owner runs pg_dump -Fc');
+$node->command_ok([ 'pg_dump', '-d', $src, '-F', 'p', '-f', "$dir/src.sql" ], 'the database owner runs pg_dump -Fp');
+# The superuser created the extension (and with it schema fencing) in dst:
+# the owner restores everything else, leaving out the schema, the extension
+# and its comment (a table of contents edited as usual with -l / -L).
+my $toc = `pg_restore -l $dir/src.dump`;
+my @kept = grep { !/ (SCHEMA - fencing|EXTENSION - fencing|COMMENT - EXTENSION fencing) / } split /\n/, $toc;
+cmp_ok(scalar(split /\n/, $toc) - scalar(@kept), '>=', 2, 'the list names the schema and the extension');
+open my $fh, '>', "$dir/owner.list" or die $!;
+print $fh join("\n", @kept), "\n";
+close $fh;
+$node->command_ok([ 'pg_restore', '--exit-on-error', '-L', "$dir/owner.list", '-d', $dst, "$dir/src.dump" ],
+	'the database owner runs pg_restore into a database where a superuser created the extension');
+
+is(as_owner('dst', q{SELECT string_agg(resource || '=' || token, ',' ORDER BY resource) FROM fencing.fence_state}),
+	$old_current, 'restored: the fence state is the source\'s');
+is(as_owner('dst', q{SELECT count(*) FROM fencing.protected WHERE tbl = 'acct'::regclass}), '1',
+	'restored: acct is protected');
+my $new = as_owner('dst', q{SELECT fencing.acquire('acct:1')});
+cmp_ok($new, '>', $old_max, "restored: a new token is greater than every old one ($new > $old_max)");
+my $brand = as_owner('dst', q{SELECT fencing.acquire('brand:new')});
+cmp_ok($brand, '>', $old_max, "restored: a new resource's first token too ($brand > $old_max)");
+($rc, $out, $err) = $node->psql('dst', "UPDATE acct SET balance = 0, fence_token = $old_max WHERE id = 5",
+	extra_params => [ '-U', 'fencing_dbo' ]);
+like($err, qr/stale fence token/, 'restored: an old token is rejected');
+
+$node->stop;
+done_testing();
