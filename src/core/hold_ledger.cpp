@@ -18,12 +18,13 @@ bool HoldLedger::any_xact() const noexcept {
 }
 
 void HoldLedger::add(std::uint64_t key, std::int64_t token, bool session, std::uint32_t subxact,
-                     std::int64_t lease_ms) {
+                     std::int64_t lease_ms, std::int64_t statement) {
     Hold& h = holds_[key];
     const bool was_leased = h.lease_ms > 0;
     if (!h.held()) {
         h.token = token;
         h.lease_ms = lease_ms;
+        h.statement = statement;
     } else if (lease_ms > 0 && (h.lease_ms == 0 || lease_ms < h.lease_ms)) {
         h.lease_ms = lease_ms;
     }

@@ -23,6 +23,9 @@ struct Hold {
     // (subtransaction id, count), innermost last.
     std::vector<std::pair<std::uint32_t, std::uint32_t>> xact;
     std::int64_t lease_ms = 0;  // 0: no lease
+    // The statement that took the first hold (an opaque stamp of the caller's;
+    // see add()).
+    std::int64_t statement = 0;
 
     std::uint32_t xact_total() const noexcept;
     bool held() const noexcept { return session > 0 || xact_total() > 0; }
@@ -33,7 +36,10 @@ public:
     // Records one more hold of `key`. `token` and `lease_ms` replace the
     // stored ones only for a key that was not held (a nested hold keeps them,
     // except that a shorter non-zero lease wins).
-    void add(std::uint64_t key, std::int64_t token, bool session, std::uint32_t subxact, std::int64_t lease_ms);
+    // `statement` identifies the statement taking the hold; it is kept for a
+    // key that was not held.
+    void add(std::uint64_t key, std::int64_t token, bool session, std::uint32_t subxact, std::int64_t lease_ms,
+             std::int64_t statement = 0);
 
     // Removes one session hold. False when there is none.
     bool release_session(std::uint64_t key);

@@ -47,6 +47,18 @@ constexpr std::int64_t kProtectBound = INT64_C(4503599627370496);  // 2^52
     pg_unreachable();
 }
 
+// A transaction-scoped re-acquisition within the statement that took the
+// transaction hold: PostgreSQL evaluates an UPDATE's SET list again when it
+// re-checks a row another transaction updated meanwhile (READ COMMITTED), so
+// `UPDATE ... SET fence_token = fencing.acquire_xact(r)` calls it twice for
+// one write. No pool can hand the connection over within one statement: the
+// hold nests, as reentrant => true would.
+bool same_statement_regrant(const Resource& r, const LOCKTAG& rtag, bool session) {
+    if (session || held_by_me(rtag, kSessionMode)) return false;
+    const core::Hold* h = ledger().find(r.key);
+    return h != nullptr && h->session == 0 && h->statement == GetCurrentStatementStartTimestamp();
+}
+
 bool bool_arg(FunctionCallInfo fcinfo, int argno, const char* what) {
     if (PG_NARGS() <= argno) return false;
     if (PG_ARGISNULL(argno))
@@ -138,7 +150,7 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
     const LOCKMODE mode = session ? kSessionMode : kXactMode;
     const bool was_held = holds_resource(rtag);
     const TimestampTz asked_at = wait_ms > 0 ? GetCurrentTimestamp() : 0;
-    if (was_held && !reentrant) report_already_held(r, session);
+    if (was_held && !reentrant && !same_statement_regrant(r, rtag, session)) report_already_held(r, session);
 
     if (try_only) {
         if (LockAcquire(&rtag, mode, session, true) == LOCKACQUIRE_NOT_AVAIL) return false;
@@ -194,12 +206,13 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
     if (guarded_busy) return false;  // only try_only gets here
 
     const SubTransactionId sub = GetCurrentSubTransactionId();
+    const TimestampTz statement = GetCurrentStatementStartTimestamp();
     bool recorded = false;
     try {
         // A ledger entry for a resource the lock manager says we did not hold
         // is stale (pg_advisory_unlock_all(), DISCARD ALL): drop it first.
         if (!was_held) ledger().forget(r.key);
-        ledger().add(r.key, token, session, sub, lease_ms);
+        ledger().add(r.key, token, session, sub, lease_ms, statement);
         recorded = true;
     } catch (...) {
         // Only std::bad_alloc can get here; handled below, outside the catch

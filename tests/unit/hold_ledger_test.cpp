@@ -437,3 +437,15 @@ TEST(HoldLedger, AnyXactSeesOnlyTransactionHolds) {
     l.xact_end();
     EXPECT_FALSE(l.any_xact());
 }
+
+TEST(HoldLedger, KeepsTheStatementOfTheFirstHold) {
+    HoldLedger l;
+    l.add(7, 70, false, 1, 0, 111);
+    ASSERT_NE(l.find(7), nullptr);
+    EXPECT_EQ(l.find(7)->statement, 111);
+    l.add(7, 70, false, 1, 0, 222);
+    EXPECT_EQ(l.find(7)->statement, 111) << "a nested hold keeps the first statement";
+    l.xact_end();
+    l.add(7, 71, false, 1, 0, 333);
+    EXPECT_EQ(l.find(7)->statement, 333) << "a new grant records its own";
+}
