@@ -21,7 +21,6 @@
 // 16.9 and 17.5), and a module is only rebuilt per major.
 #pragma once
 
-#include <algorithm>
 
 #if PG_VERSION_NUM < 130000
 #error "fencing needs PostgreSQL 13 or later"
@@ -32,6 +31,10 @@
     (PG_VERSION_NUM >= 170000 && PG_VERSION_NUM < 170001)
 #error "fencing needs the minor releases 13.17, 14.14, 15.9, 16.5, 17.1 or later of their majors (systable_inplace_update_begin)"
 #endif
+
+extern "C" {
+#include "replication/walsender_private.h"
+}
 
 namespace fencing::pg::compat {
 
@@ -115,36 +118,18 @@ inline bool sync_standbys_configured() {
            SyncRepStandbyNames[0] != '\0';
 }
 
-// The WAL position that the configured synchronous standbys have all
-// flushed, by the rules of synchronous_standby_names (FIRST n: the oldest of
-// the n connected standbys of highest priority; ANY n: the n-th newest of
-// all candidates), from the walsenders' public snapshot
-// (SyncRepGetCandidateStandbys). InvalidXLogRecPtr when fewer than n are
-// connected, or none is configured.
+// The WAL position up to which waits for the synchronous standbys' flush have
+// been released: what SyncRepWaitForLSN() itself compares with. It lives in
+// WalSndCtl (replication/walsender_private.h): no public function reads it,
+// and a position computed from the standbys connected now would be wrong
+// right after the last one went away. The lsn[] array has kept its shape
+// through every major supported; the struct's other fields are not read.
 inline XLogRecPtr sync_standbys_flushed() {
-    if (!sync_standbys_configured()) return InvalidXLogRecPtr;
-    const int num_sync = SyncRepConfig->num_sync;
-    const bool priority = SyncRepConfig->syncrep_method == SYNC_REP_PRIORITY;
-    SyncRepStandbyData* standbys = nullptr;
-    int n = SyncRepGetCandidateStandbys(&standbys);
-    XLogRecPtr result = InvalidXLogRecPtr;
-    if (num_sync > 0 && n >= num_sync) {
-        if (priority) {
-            std::sort(standbys, standbys + n, [](const SyncRepStandbyData& a, const SyncRepStandbyData& b) {
-                if (a.sync_standby_priority != b.sync_standby_priority)
-                    return a.sync_standby_priority < b.sync_standby_priority;
-                return a.walsnd_index < b.walsnd_index;
-            });
-            result = standbys[0].flush;
-            for (int i = 1; i < num_sync; i++) result = std::min(result, standbys[i].flush);
-        } else {
-            std::sort(standbys, standbys + n,
-                      [](const SyncRepStandbyData& a, const SyncRepStandbyData& b) { return a.flush > b.flush; });
-            result = standbys[num_sync - 1].flush;
-        }
-    }
-    if (standbys != nullptr) pfree(standbys);
-    return result;
+    if (WalSndCtl == nullptr) return InvalidXLogRecPtr;
+    LWLockAcquire(SyncRepLock, LW_SHARED);
+    const XLogRecPtr flushed = WalSndCtl->lsn[SYNC_REP_WAIT_FLUSH];
+    LWLockRelease(SyncRepLock);
+    return flushed;
 }
 
 }  // namespace fencing::pg::compat

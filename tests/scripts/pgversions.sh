@@ -222,9 +222,13 @@ pgv_packages() {
 
 # pgv_fetch MAJOR: fetches and extracts MAJOR (once; cached) and prints its
 # bin directory. Fails loudly (non-zero, with the reason) when it cannot.
+# The mark of a complete extraction; a new name when the extracted tree changes
+# shape (2: without llvmjit.so) makes older caches extract again.
+PGV_STAMP=".complete-2"
+
 pgv_fetch() {
   local major="$1" bindir="$PGV_CACHE/pg$1/usr/lib/postgresql/$1/bin"
-  if [ -f "$PGV_CACHE/pg$major/.complete" ] && [ -x "$bindir/pg_config" ]; then
+  if [ -f "$PGV_CACHE/pg$major/$PGV_STAMP" ] && [ -x "$bindir/pg_config" ]; then
     echo "$bindir"
     return 0
   fi
@@ -250,7 +254,7 @@ pgv_fetch_locked() {
   # the newest version of its suites (point release, -updates, -security).
   [ "$last" = "$suites" ] || topt=(-t "$last")
   root="$PGV_CACHE/pg$major"
-  stamp="$root/.complete-2"   # bump when the extracted tree changes shape
+  stamp="$root/$PGV_STAMP"
   bindir="$root/usr/lib/postgresql/$major/bin"
   if [ -f "$stamp" ] && [ -x "$bindir/pg_config" ]; then
     echo "$bindir"
