@@ -526,13 +526,5 @@ std::int64_t advance_counter_past(std::int64_t floor) {
     return issued.token;
 }
 
-Oid get_extension_owner_role() {
-    const Oids& o = oids();
-    HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(o.seq));
-    if (!HeapTupleIsValid(tup)) elog(ERROR, "cache lookup failed for relation %u", o.seq);
-    Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tup))->relowner;
-    ReleaseSysCache(tup);
-    return owner;
-}
 
 }  // namespace fencing::pg

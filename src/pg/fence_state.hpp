@@ -39,7 +39,5 @@ StateRow read_state(std::uint64_t key, const char* resource, int len);
 // from now on is greater. Returns the counter's value afterwards.
 std::int64_t advance_counter_past(std::int64_t floor);
 
-// The role that owns fencing.token_seq (the extension's owner).
-Oid get_extension_owner_role();
 
 }  // namespace fencing::pg
