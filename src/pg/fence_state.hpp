@@ -39,5 +39,4 @@ StateRow read_state(std::uint64_t key, const char* resource, int len);
 // from now on is greater. Returns the counter's value afterwards.
 std::int64_t advance_counter_past(std::int64_t floor);
 
-
 }  // namespace fencing::pg
