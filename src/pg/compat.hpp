@@ -111,6 +111,16 @@ inline void inplace_update_begin(Relation rel, Oid index, ScanKey key, HeapTuple
 inline void inplace_update_finish(void* state, HeapTuple tuple) { systable_inplace_update_finish(state, tuple); }
 inline void inplace_update_cancel(void* state) { systable_inplace_update_cancel(state); }
 
+// A lock-manager lock without waiting and without an error for a full lock
+// table: LOCKACQUIRE_NOT_AVAIL instead (18 added the logLockFailure argument).
+inline LockAcquireResult try_lock_quietly(const LOCKTAG* tag, LOCKMODE mode, bool session) {
+#if PG_VERSION_NUM >= 180000
+    return LockAcquireExtended(tag, mode, session, true, false, nullptr, false);
+#else
+    return LockAcquireExtended(tag, mode, session, true, false, nullptr);
+#endif
+}
+
 // Whether synchronous standbys are configured for this backend
 // (synchronous_standby_names, as parsed by its assign hook; public API).
 inline bool sync_standbys_configured() {

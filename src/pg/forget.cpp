@@ -118,7 +118,7 @@ std::int64_t forget(FunctionCallInfo fcinfo) {
             // Held or awaited by anyone (or no lock memory left): skip it.
             // Kept until the transaction ends, so that no acquisition can
             // record a grant in a row whose deletion is not yet committed.
-            if (LockAcquireExtended(&tag, AccessExclusiveLock, false, true, false, nullptr) == LOCKACQUIRE_NOT_AVAIL)
+            if (compat::try_lock_quietly(&tag, AccessExclusiveLock, false) == LOCKACQUIRE_NOT_AVAIL)
                 continue;
             cand[n++].key = key;
         }
