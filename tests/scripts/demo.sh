@@ -64,6 +64,10 @@ work="$(make_workdir)"
 cluster="$work/cluster"
 mkdir -p "$cluster"
 [ "$(id -u)" -eq 0 ] && chown "$FENCING_USER" "$cluster"
+# The unprivileged user may not be able to read the checkout (a directory
+# only root can read): it runs a copy of the cluster script.
+cp "$FENCING_ROOT/tests/scripts/cluster.sh" "$work/cluster.sh"
+chmod 755 "$work/cluster.sh"
 pids=()
 ok=0
 
@@ -72,7 +76,7 @@ cleanup() {
   for p in "${pids[@]}"; do
     if kill -0 "$p" 2>/dev/null; then kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; fi
   done
-  as_user bash "$FENCING_ROOT/tests/scripts/cluster.sh" stop "$cluster" || true
+  as_user bash "$work/cluster.sh" stop "$cluster" || true
   if [ "$ok" -eq 1 ] && [ "${FENCING_KEEP_WORKDIR:-0}" != 1 ]; then
     rm -rf "$work"
   else
@@ -89,7 +93,7 @@ g++ -std=c++17 -O2 -Wall -Wextra -I"$("$PGBIN/pg_config" --includedir)" \
 
 port="$(free_port)"
 log "starting a throwaway cluster on 127.0.0.1:$port"
-as_user bash "$FENCING_ROOT/tests/scripts/cluster.sh" start "$cluster" "$port"
+as_user bash "$work/cluster.sh" start "$cluster" "$port"
 PSQL=("$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres)
 "${PSQL[@]}" -d postgres -c 'CREATE DATABASE settlement' >/dev/null
 PSQL+=(-d settlement)
