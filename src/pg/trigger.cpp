@@ -256,13 +256,6 @@ bool may_read_column(Relation rel, AttrNumber attnum) {
     pg_unreachable();
 }
 
-bool in_referential_action() {
-    Oid user;
-    int context = 0;
-    GetUserIdAndSecContext(&user, &context);
-    return (context & SECURITY_NOFORCE_RLS) != 0;
-}
-
 Datum enforce(FunctionCallInfo fcinfo) {
     if (!CALLED_AS_TRIGGER(fcinfo))
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
@@ -332,18 +325,6 @@ Datum enforce(FunctionCallInfo fcinfo) {
             break;
     }
 
-    // A referential action of a foreign key into this table (ON UPDATE
-    // CASCADE, ON DELETE SET NULL / SET DEFAULT / CASCADE): PostgreSQL keeps
-    // the references consistent after a write to the referenced table, which
-    // that table's own protection judges. It rewrites only the referencing
-    // columns (or removes the row): let it through, with the row's token
-    // unchanged. PostgreSQL runs these actions, and only these, with
-    // SECURITY_NOFORCE_RLS in the security context (ri_triggers.c). An
-    // UPDATE is taken as one only when it leaves the token column alone.
-    if (ev != core::WriteEvent::insert && in_referential_action()) {
-        if (ev == core::WriteEvent::del) return PointerGetDatum(td->tg_trigtuple);
-        if (!in.assigned && in.row_token == in.stored) return PointerGetDatum(td->tg_newtuple);
-    }
     if (ev == core::WriteEvent::del && cs->mode.fence_deletes && cs->moved_row_valid &&
         ItemPointerEquals(&td->tg_trigtuple->t_self, &cs->moved_row)) {
         // The DELETE half of moving a row whose UPDATE was just accepted.
