@@ -52,6 +52,14 @@ all:
 endif
 
 all: docs/fencing.md
+
+# The lock-tag numbers are defined once, in src/pg/lock_tags.hpp; the
+# extension scripts name the constant beside each number they write, and this
+# check (before anything is compiled) fails when the two disagree.
+.PHONY: check-lock-tags
+check-lock-tags:
+	@sh $(srcdir)/tests/scripts/check_lock_tags.sh $(srcdir)
+$(OBJS): | check-lock-tags
 docs/fencing.md: README.md
 	cp $< $@
 
