@@ -19,8 +19,9 @@
 #   2. the fence state is intact: every old resource's fencing.current is
 #      what it was (whatever the keys are computed from), and so are the
 #      protection settings and the rows;
-#   3. new tokens of every old resource and of a new one are above every
-#      token issued before the upgrade;
+#   3. new tokens of a new resource (first, so that only the counter vouches
+#      for it) and of every old resource are above every token issued before
+#      the upgrade;
 #   4. protected writes are judged: stale writes rejected with 23T01 (also
 #      directly into a partition), skipped with on_stale => 'skip', fresh
 #      tokens accepted;
@@ -196,10 +197,12 @@ for my $db ('app', 'far')
 	is(q1($db, $protected_sql), $before{$db}{protected}, "$db: fencing.protected lists the same tables and settings");
 	is(q1($db, $rows_sql{$db}), $before{$db}{rows}, "$db: the rows are intact");
 
-	my @res = split /,/, q1($db, q{SELECT string_agg(resource, ',' ORDER BY resource) FROM fencing.fence_state});
-	push @res, 'new:1';
-	my $got = q1($db, 'WITH t AS (SELECT r, fencing.acquire(r) AS tok FROM unnest(ARRAY['
-		  . join(',', map { "'$_'" } @res)
+	# A new resource first: its token comes from the counter alone (an old
+	# resource's stored token would move the counter past itself first).
+	my $got = 'new:1=' . q1($db, q{SELECT fencing.acquire('new:1')});
+	my @res = ('new:1', split /,/, q1($db, q{SELECT string_agg(resource, ',' ORDER BY resource) FROM fencing.fence_state WHERE resource <> 'new:1'}));
+	$got .= ',' . q1($db, 'WITH t AS (SELECT r, fencing.acquire(r) AS tok FROM unnest(ARRAY['
+		  . join(',', map { "'$_'" } @res[ 1 .. $#res ])
 		  . ']) r) SELECT string_agg(r || \'=\' || tok, \',\' ORDER BY r) FROM t');
 	my %tok = map { split /=/ } split /,/, $got;
 	my @low = grep { $tok{$_} <= $top{$db} } sort keys %tok;
