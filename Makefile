@@ -14,7 +14,10 @@ CORE_SRCS = $(wildcard src/core/*.cpp)
 PG_SRCS   = $(wildcard src/pg/*.cpp)
 OBJS      = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 
-DATA      = sql/fencing--$(EXTVERSION).sql
+# Every extension script: the install script of the first release and the
+# update scripts of every later one (fencing--<from>--<to>.sql). A new version
+# ships as an update script only; CREATE EXTENSION of it runs the chain.
+DATA      = $(sort $(wildcard sql/fencing--*.sql))
 # Installed as <docdir>/extension/fencing.md: a name of our own in the
 # shared documentation directory (a copy of README.md, made by the build).
 DOCS      = docs/fencing.md
@@ -52,6 +55,14 @@ all:
 endif
 
 all: docs/fencing.md
+
+# The lock-tag numbers are defined once, in src/pg/lock_tags.hpp; the
+# extension scripts name the constant beside each number they write, and this
+# check (before anything is compiled) fails when the two disagree.
+.PHONY: check-lock-tags
+check-lock-tags:
+	@sh $(srcdir)/tests/scripts/check_lock_tags.sh $(srcdir)
+$(OBJS): | check-lock-tags
 docs/fencing.md: README.md
 	cp $< $@
 

@@ -133,8 +133,11 @@ CREATE FUNCTION fencing.resource_key(resource text)
 
 -------------------------------------------------------------------------------
 -- fencing.locks: one row per held or awaited fencing lock.
--- Lock tags: advisory tags of our own (field4 = 32257, and 32258 for token tags), so applications'
--- pg_advisory_lock keys (field4 1 and 2) never meet ours. Session holds are
+-- Lock tags: advisory tags of our own (field4 = 32257 /* kResourceTagKind */, and
+-- 32258 /* kTokenTagKind */ for token tags), so applications' pg_advisory_lock
+-- keys (field4 1 and 2) never meet ours. The numbers are defined in
+-- src/pg/lock_tags.hpp; the build checks that each number here names its
+-- constant there (tests/scripts/check_lock_tags.sh). Session holds are
 -- ExclusiveLock, transaction holds ShareRowExclusiveLock.
 -------------------------------------------------------------------------------
 DO $$
@@ -160,7 +163,7 @@ BEGIN
       FROM pg_catalog.pg_locks l
       LEFT JOIN fencing.fence_state s ON s.key = ((l.classid::bigint << 32) | l.objid::bigint)
       LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
-     WHERE l.locktype = 'advisory' AND l.objsubid = 32257
+     WHERE l.locktype = 'advisory' AND l.objsubid = 32257 /* kResourceTagKind */
        AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
   $v$, CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 140000 THEN 'l.waitstart' ELSE 'NULL::timestamptz' END);
 END

@@ -2,6 +2,12 @@
 // the deadlock detector sees them) with field4 values PostgreSQL's own
 // advisory functions never use (they use 1 and 2): the application's
 // pg_advisory_lock keys can never meet ours.
+//
+// The k...TagKind values below are the one definition of these numbers. SQL
+// that writes one (the fencing.locks view) names the constant beside it,
+// `32257 /* kResourceTagKind */`, and the build fails when the two disagree
+// (tests/scripts/check_lock_tags.sh); the docs and tests may only write
+// numbers of the 0x7E00-0x7EFF range that are defined here.
 #pragma once
 #include "pg/pg.hpp"
 

@@ -22,6 +22,9 @@
 #   jepsen     tests/jepsen/run.sh, one result for the run
 #   installcheck  the standard PGXS `make installcheck` against the cluster
 #              (where fencing is installed), one result for the run
+#   upgrade    tests/upgrade: ALTER EXTENSION fencing UPDATE from every earlier
+#              release, pg_upgrade from another major (see suite_upgrade);
+#              these tests start their own clusters
 #
 # FENCING_SUITES (space-separated) runs only the suites it names, in the
 # order above (the portability runs of other majors use it).
@@ -304,24 +307,30 @@ suite_pgtap() {
   done
 }
 
+# run_prove SUITE NAME FILE [VAR=VALUE...]: the Perl TAP test FILE
+# (PostgreSQL::Test::Cluster) through prove, with the variables given, in
+# $work/SUITE_out/NAME; one result per assertion, as SUITE/NAME:<n>.
+run_prove() {
+  local suite="$1" name="$2" f="$3" dir="$work/${1}_out/$2" rc=0
+  shift 3
+  mkdir -p "$dir" "$work/tap_out"
+  limited env PG_REGRESS="$PG_REGRESS_BIN" TESTDIR="$dir" TESTDATADIR="$dir/data" TESTLOGDIR="$dir/log" \
+      PG_TEST_PORT_DIR="$work/tap_out" with_ssl=no "$@" \
+      prove --verbose -I "$PG_PERL_LIB" -I "$FENCING_ROOT/tests/tap" "$f" > "$dir/output.txt" 2>&1 < /dev/null || rc=$?
+  parse_tap "$suite" "$name" "$dir/output.txt" "$rc"
+  echo "  $suite/$name: $(counts "$suite" "$name")"
+  if failed_in "$suite" "$name"; then
+    sed 's/^/    /' "$dir/output.txt" | tail -n 150
+    echo "    (logs: $dir/tmp_check/log)"
+  fi
+}
+
 suite_tap() {
-  local files=() f name dir rc
+  local files=() f
   while IFS= read -r f; do files+=("$f"); done < <(existing 'tests/tap/*.pl')
   [ ${#files[@]} -gt 0 ] || return 0
   for f in "${files[@]}"; do
-    name="$(basename "$f" .pl)"
-    dir="$work/tap_out/$name"
-    mkdir -p "$dir"
-    rc=0
-    limited env PG_REGRESS="$PG_REGRESS_BIN" TESTDIR="$dir" TESTDATADIR="$dir/data" TESTLOGDIR="$dir/log" \
-        PG_TEST_PORT_DIR="$work/tap_out" with_ssl=no \
-        prove --verbose -I "$PG_PERL_LIB" -I "$FENCING_ROOT/tests/tap" "$f" > "$dir/output.txt" 2>&1 || rc=$?
-    parse_tap tap "$name" "$dir/output.txt" "$rc"
-    echo "  tap/$name: $(counts tap "$name")"
-    if failed_in tap "$name"; then
-      sed 's/^/    /' "$dir/output.txt" | tail -n 150
-      echo "    (logs: $dir/tmp_check/log)"
-    fi
+    run_prove tap "$(basename "$f" .pl)" "$f"
   done
 }
 
@@ -400,6 +409,53 @@ suite_installcheck() {
   tail -n 2 "$dir/output.txt" | sed 's/^/  /'
 }
 
-for suite in ${FENCING_SUITES:-unit regress isolation pgtap tap clients jepsen installcheck}; do
+# upgrade: updates and major upgrades with fencing in the database.
+#   - With FENCING_UPGRADE_DIR (prepared by test.sh as root: builds of the
+#     earlier releases from their commits, of the current tree, and a private
+#     installation whose fencing files the tests may replace; see
+#     prepare_upgrade there): tests/upgrade/update.pl once per earlier
+#     release, "upgrade/update_from_<version>:<n>".
+#   - With FENCING_UPGRADE_OLD_BIN (the bin directory of another major with
+#     fencing; the portability runs of test.sh pass the main run's 15):
+#     tests/upgrade/pg_upgrade.pl from that major to this one,
+#     "upgrade/pg_upgrade_from_<major>:<n>".
+#   - tests/upgrade/changelog.sh, the checks of the release list on made-up
+#     histories, "upgrade/changelog_checks", wherever releases are read.
+suite_upgrade() {
+  local ran=0 label version commit pkg dir rc old_major
+  if [ -n "${FENCING_UPGRADE_DIR:-}" ]; then
+    ran=1
+    dir="$work/upgrade_out/changelog_checks"
+    mkdir -p "$dir"
+    rc=0
+    limited env FENCING_TMP="$dir" bash tests/upgrade/changelog.sh > "$dir/output.txt" 2>&1 || rc=$?
+    if [ "$rc" -eq 0 ]; then
+      record PASS upgrade changelog_checks
+    else
+      record FAIL upgrade "changelog_checks (exit status $rc)"
+      sed 's/^/    /' "$dir/output.txt" | tail -n 40
+    fi
+    if [ -f "$FENCING_UPGRADE_DIR/releases.txt" ]; then
+      while read -r label version commit pkg <&3; do
+        [ -n "$label" ] || continue
+        run_prove upgrade "$label" tests/upgrade/update.pl \
+          FENCING_UPGRADE_INSTALL="$(cat "$FENCING_UPGRADE_DIR/install")" \
+          FENCING_UPDATE_FROM_VERSION="$version" FENCING_UPDATE_FROM_COMMIT="$commit" \
+          FENCING_UPDATE_FROM_PKG="$pkg" FENCING_CURRENT_PKG="$FENCING_UPGRADE_DIR/packages/current"
+      done 3< "$FENCING_UPGRADE_DIR/releases.txt"
+    fi
+  fi
+  if [ -n "${FENCING_UPGRADE_OLD_BIN:-}" ]; then
+    ran=1
+    old_major="$("$FENCING_UPGRADE_OLD_BIN/pg_config" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')"
+    run_prove upgrade "pg_upgrade_from_$old_major" tests/upgrade/pg_upgrade.pl \
+      FENCING_UPGRADE_OLD_BIN="$FENCING_UPGRADE_OLD_BIN"
+  fi
+  if [ "$ran" -eq 0 ]; then
+    record FAIL upgrade "(nothing prepared: run it through tests/scripts/test.sh, which builds the earlier releases)"
+  fi
+}
+
+for suite in ${FENCING_SUITES:-unit regress isolation pgtap tap clients jepsen installcheck upgrade}; do
   run_suite "$suite"
 done

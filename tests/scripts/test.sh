@@ -10,19 +10,35 @@
 # The last line printed is exactly "N passed, N failed"; the exit status is
 # non-zero when anything failed or when no test ran at all.
 #
+# Before the suites, for the upgrade suite (when FENCING_SUITES, default all,
+# names it), while the checkout and its history are at hand: the earlier
+# releases CHANGELOG.md names are built from their commits and the current
+# tree is staged, each as a package, beside a private copy of PostgreSQL
+# whose fencing files the tests may replace (prepare_upgrade;
+# tests/scripts/releases.sh). "upgrade/changelog" checks the release list
+# against the history. Until a first release exists, the update starts from
+# a commit of the working tree's own tracked files.
+#
 # Then the portability runs: for each major of FENCING_PG_VERSIONS (default
 # "17 18"), fetched from another Debian release (tests/scripts/pgversions.sh;
 # cached in /var/cache/fencing-pg), the module is built against that major's
 # headers ("pgNN/compile") and installed into a private copy of it, and the
-# pg_regress, isolation, pgTAP and TAP suites and `make installcheck` run on
-# a throwaway cluster of it ("pgNN/<suite>/<name>"). For each major of FENCING_PG_COMPILE_ONLY (default
-# "19") the module is only built ("pgNN/compile"). A major whose packages
-# cannot be fetched is a failure ("pgNN/fetch").
+# pg_regress, isolation, pgTAP, TAP and upgrade suites and `make
+# installcheck` run on a throwaway cluster of it ("pgNN/<suite>/<name>"; only
+# those FENCING_SUITES names, when it is set); the upgrade suite there is
+# pg_upgrade from the main run's PostgreSQL 15 with fencing. For each major of
+# FENCING_PG_COMPILE_ONLY (default "19") the module is only built
+# ("pgNN/compile"). A major whose packages cannot be fetched is a failure
+# ("pgNN/fetch").
 #
 # Environment: FENCING_KEEP_WORKDIR=1 keeps the scratch directory even when
 # everything passed (it is always kept after a failure).
+# FENCING_UPGRADE_FROM="REV..." updates from these commits instead of the
+# releases of CHANGELOG.md (e.g. HEAD, to compare the committed install
+# script with the working tree's).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/releases.sh"
 
 profile="${1:-quick}"
 case "$profile" in
@@ -41,6 +57,13 @@ TEST_PACKAGES=("${BASE_PACKAGES[@]}" python3-psycopg2 pgbouncer nodejs npm clang
   golang-go golang-github-jackc-pgx-v4-dev)
 PG_VERSIONS="${FENCING_PG_VERSIONS-17 18}"
 PG_COMPILE_ONLY="${FENCING_PG_COMPILE_ONLY-19}"
+# The suites of the portability runs (those FENCING_SUITES names, when set).
+OTHER_MAJOR_SUITES="regress isolation pgtap tap installcheck upgrade"
+# The system's PostgreSQL, before PGBIN names the private copy.
+SYS_PGBIN="$PGBIN"
+
+# suite_selected NAME: whether FENCING_SUITES (default: every suite) names NAME.
+suite_selected() { [ -z "${FENCING_SUITES:-}" ] || [[ " $FENCING_SUITES " == *" $1 "* ]]; }
 
 # NodeSource's nodejs package bundles npm and conflicts with Debian's npm:
 # when an npm is already there, do not ask for the Debian one.
@@ -123,17 +146,99 @@ tar -C "$FENCING_ROOT" -cf - \
 # Not -R over $work: the private PostgreSQL tree shares its files with the system one.
 [ "$(id -u)" -eq 0 ] && chown -R "$FENCING_USER" "$work/repo" "$results"
 
+# prepare_upgrade DIR: what the update tests need (suite upgrade,
+# tests/upgrade/update.pl), made here as root while the checkout and its
+# history are at hand: in DIR
+#   packages/current          the current tree, staged by its `make install`
+#                             (lib/fencing.so, extension/fencing.control and
+#                             every script)
+#   packages/<label>          each earlier release, built from its commit (git
+#                             archive) against the same PostgreSQL and staged
+#                             the same way
+#   releases.txt              "<label> <version> <commit> <package>" each
+#   install                   a private copy of PostgreSQL (the directory
+#                             holding bin/) whose module and extension
+#                             directories the unprivileged user may change
+# The releases come from CHANGELOG.md (checked: "upgrade/changelog"); with
+# FENCING_UPGRADE_FROM the commits it names; with neither, the working tree's
+# own tracked files, committed without touching the checkout
+# (releases_worktree_commit), so that the machinery runs before a first
+# release. A release that does not build is "upgrade/<label>" failed.
+prepare_upgrade() {
+  local dir="$1" pg_config="$SYS_PGBIN/pg_config" list="" rev version commit label entry bin libdir extdir
+  local from=()
+  mkdir -p "$dir/packages"
+  : > "$dir/releases.txt"
+  log "upgrade: staging the current tree"
+  if ! release_package "$FENCING_ROOT" "$pg_config" "$dir/packages/current" > "$dir/current.log" 2>&1; then
+    echo "FAIL upgrade/packages (make install of the current tree into a staging directory failed: $dir/current.log)" >> "$results"
+    return 0
+  fi
+  if ! git -C "$FENCING_ROOT" rev-parse --verify -q HEAD > /dev/null 2>&1; then
+    echo "FAIL upgrade/releases ($FENCING_ROOT is no git checkout: the earlier releases are built from their commits)" >> "$results"
+    return 0
+  fi
+  if list="$(releases_check "$FENCING_ROOT" 2> "$dir/changelog.txt")"; then
+    echo "PASS upgrade/changelog" >> "$results"
+  else
+    echo "FAIL upgrade/changelog ($(head -n 1 "$dir/changelog.txt"))" >> "$results"
+    sed 's/^/  /' "$dir/changelog.txt" >&2
+  fi
+  if [ -n "${FENCING_UPGRADE_FROM:-}" ]; then
+    for rev in $FENCING_UPGRADE_FROM; do
+      if ! commit="$(git -C "$FENCING_ROOT" rev-parse --verify -q "$rev^{commit}")"; then
+        echo "FAIL upgrade/update_from_$rev (FENCING_UPGRADE_FROM names no commit)" >> "$results"
+        continue
+      fi
+      version="$(git -C "$FENCING_ROOT" show "$commit:fencing.control" | control_version -)"
+      from+=("update_from_${version}@${commit:0:7} $version $commit")
+    done
+  elif [ -n "$list" ]; then
+    while read -r version commit; do from+=("update_from_$version $version $commit"); done <<<"$list"
+  else
+    commit="$(releases_worktree_commit "$FENCING_ROOT")"
+    version="$(control_version "$FENCING_ROOT/fencing.control")"
+    log "upgrade: no release yet; updating from the working tree's own files (commit ${commit:0:7}, $version)"
+    from+=("update_from_${version}@worktree $version $commit")
+  fi
+  for entry in "${from[@]}"; do
+    read -r label version commit <<<"$entry"
+    log "upgrade: building $version from commit ${commit:0:7}"
+    if release_build "$FENCING_ROOT" "$commit" "$pg_config" "$dir/packages/$label" > "$dir/build-$label.log" 2>&1; then
+      echo "$label $version $commit $dir/packages/$label" >> "$dir/releases.txt"
+    else
+      echo "FAIL upgrade/$label (the build of commit $commit failed: $dir/build-$label.log)" >> "$results"
+      tail -n 20 "$dir/build-$label.log" >&2
+    fi
+  done
+  bin="$(private_tree "$dir/pg")"
+  libdir="$("$bin/pg_config" --pkglibdir)"
+  extdir="$("$bin/pg_config" --sharedir)/extension"
+  # These two directories only: the files of the copy are hard links of the
+  # system's own, which the tests unlink and never write to.
+  [ "$(id -u)" -eq 0 ] && chown "$FENCING_USER" "$libdir" "$extdir"
+  dirname "$bin" > "$dir/install"
+}
+
+upgrade_dir=""
+if suite_selected upgrade; then
+  stage="upgrade"
+  upgrade_dir="$work/upgrade"
+  prepare_upgrade "$upgrade_dir"
+fi
+
 stage="suites"
 log "running the suites as ${FENCING_USER} (profile $profile)"
 rc=0
-as_user env FENCING_PROFILE="$profile" FENCING_SUITES="${FENCING_SUITES:-}" PGBIN="$PGBIN" bash "$work/repo/tests/scripts/suites.sh" "$work" || rc=$?
+as_user env FENCING_PROFILE="$profile" FENCING_SUITES="${FENCING_SUITES:-}" PGBIN="$PGBIN" \
+    FENCING_UPGRADE_DIR="$upgrade_dir" bash "$work/repo/tests/scripts/suites.sh" "$work" || rc=$?
 if [ "$rc" -ne 0 ]; then
   echo "FAIL runner/suites.sh (exit status $rc)" >> "$results"
 fi
 
 # other_major MAJOR run|compile: the portability run of one other major.
 other_major() {
-  local major="$1" mode="$2" dir="$work/pg$major" bin flags=() pgbin rc=0
+  local major="$1" mode="$2" dir="$work/pg$major" bin flags=() pgbin rc=0 suites="" s
   mkdir -p "$dir"
   log "PostgreSQL $major: fetching (cache $PGV_CACHE)"
   if ! bin="$(pgv_fetch "$major" 2> >(tee "$dir/fetch.log" >&2))"; then
@@ -155,13 +260,17 @@ other_major() {
   fi
   echo "PASS pg$major/compile" >> "$results"
   [ "$mode" = run ] || return 0
+  for s in $OTHER_MAJOR_SUITES; do
+    if suite_selected "$s"; then suites="$suites $s"; fi
+  done
+  [ -n "$suites" ] || return 0
   if ! pgbin="$(PGBIN="$bin" private_tree "$dir/pg" "$dir/repo" "${flags[@]}")"; then
     echo "FAIL pg$major/install (into a private copy of PostgreSQL $major)" >> "$results"
     return 0
   fi
   [ "$(id -u)" -eq 0 ] && chown -R "$FENCING_USER" "$dir/repo" && chown "$FENCING_USER" "$dir"
   log "PostgreSQL $major: running the suites as ${FENCING_USER}"
-  as_user env FENCING_PROFILE="$profile" PGBIN="$pgbin" FENCING_SUITES="regress isolation pgtap tap installcheck" \
+  as_user env FENCING_PROFILE="$profile" PGBIN="$pgbin" FENCING_SUITES="${suites# }" FENCING_UPGRADE_OLD_BIN="$PGBIN" \
       bash "$dir/repo/tests/scripts/suites.sh" "$dir" || rc=$?
   if [ -f "$dir/results.txt" ]; then
     sed -E "s#^(PASS|FAIL) #\1 pg$major/#" "$dir/results.txt" >> "$results"
