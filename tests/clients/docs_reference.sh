@@ -19,7 +19,7 @@ done < <(psql -XAtq -c "
   UNION SELECT t.typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
          WHERE n.nspname = 'fencing' AND t.typtype = 'd'")
 # SQLSTATEs: ERRCODE_* names used in src/ mapped through PostgreSQL's errcodes.txt,
-# plus literal ERRCODE = '.....' in the install script.
+# plus literal ERRCODE = '.....' in the install and update scripts.
 errcodes="$(pg_config --sharedir)/errcodes.txt"
 if [ -r "$errcodes" ]; then
   for macro in $(grep -rhoE 'ERRCODE_[A-Z_]+' "$root/src" | sort -u); do
@@ -30,8 +30,8 @@ if [ -r "$errcodes" ]; then
     grep -q "\`$code\`" "$ref" || { echo "FAILED - SQLSTATE $code ($macro) is not in the error table"; fail=1; }
   done
 fi
-for code in $(grep -oE "ERRCODE = '[0-9A-Z]{5}'" "$root/sql/fencing--1.0.sql" | sed -E "s/.*'([0-9A-Z]{5})'/\1/" | sort -u); do
-  grep -q "\`$code\`" "$ref" || { echo "FAILED - SQLSTATE $code (install script) is not in the error table"; fail=1; }
+for code in $(grep -ohE "ERRCODE = '[0-9A-Z]{5}'" "$root"/sql/fencing--*.sql | sed -E "s/.*'([0-9A-Z]{5})'/\1/" | sort -u); do
+  grep -q "\`$code\`" "$ref" || { echo "FAILED - SQLSTATE $code (an install or update script) is not in the error table"; fail=1; }
 done
 # Relative links.
 for f in "$root/README.md" "$root"/docs/*.md; do
