@@ -42,13 +42,15 @@ CREATE SEQUENCE fencing.token_seq AS bigint MINVALUE 1 NO MAXVALUE START 1 CACHE
 SELECT pg_catalog.setval('fencing.token_seq',
     GREATEST(1, (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000000)::bigint), false);
 
+-- One row per resource, found by its lock key and its name: two names with
+-- the same key (a collision) share the lock but never a row.
 CREATE TABLE fencing.fence_state (
-    key        bigint  NOT NULL,   -- 64-bit key of resource (src/core/resource_key)
+    key        bigint  NOT NULL,   -- 64-bit lock key of resource (fencing.resource_key)
     token      bigint  NOT NULL,   -- latest token issued for resource
     granted_at integer NOT NULL,   -- seconds since 2000-01-01 UTC of the latest grant
     lease_ms   integer NOT NULL,   -- lease of the latest grant in milliseconds, 0 for none
     resource   text    NOT NULL COLLATE "C",
-    CONSTRAINT fence_state_pkey PRIMARY KEY (key)
+    CONSTRAINT fence_state_pkey PRIMARY KEY (key, resource)
 ) WITH (fillfactor = 100);
 ALTER TABLE fencing.fence_state ALTER COLUMN resource SET STORAGE PLAIN;
 
@@ -158,7 +160,12 @@ BEGIN
                 (CASE WHEN a.state = 'active' THEN pg_catalog.now() ELSE a.state_change END)
                 + pg_catalog.make_interval(secs => s.lease_ms / 1000.0) END AS expires_at
       FROM pg_catalog.pg_locks l
-      LEFT JOIN fencing.fence_state s ON s.key = ((l.classid::bigint << 32) | l.objid::bigint)
+      -- The row of the lock's key. Two names with the same key (a collision)
+      -- share the lock, and the one with the latest grant holds it: nobody
+      -- else can be granted the key while it is held.
+      LEFT JOIN LATERAL (SELECT r.resource, r.token, r.granted_at, r.lease_ms FROM fencing.fence_state r
+                          WHERE r.key = ((l.classid::bigint << 32) | l.objid::bigint)
+                          ORDER BY r.token DESC LIMIT 1) s ON true
       LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
      WHERE l.locktype = 'advisory' AND l.objsubid = 32257
        AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())

@@ -105,8 +105,8 @@ inline constexpr bool has_idle_session_timeout = false;
 // In-place update of a catalog-style row under the buffer lock, as the
 // server updates pg_class rows (the minimum minor releases above all have
 // it; 18 keeps it).
-inline void inplace_update_begin(Relation rel, Oid index, ScanKey key, HeapTuple* old, void** state) {
-    systable_inplace_update_begin(rel, index, true, SnapshotSelf, 1, key, old, state);
+inline void inplace_update_begin(Relation rel, Oid index, int nkeys, ScanKey key, HeapTuple* old, void** state) {
+    systable_inplace_update_begin(rel, index, true, SnapshotSelf, nkeys, key, old, state);
 }
 inline void inplace_update_finish(void* state, HeapTuple tuple) { systable_inplace_update_finish(state, tuple); }
 inline void inplace_update_cancel(void* state) { systable_inplace_update_cancel(state); }
