@@ -1,6 +1,7 @@
 #include "pg/fence_state.hpp"
 
 #include "core/counter.hpp"
+#include "pg/key_secret.hpp"
 #include "pg/settings.hpp"
 
 extern "C" {
@@ -199,7 +200,8 @@ void report_shared_key(const char* resource, int len) {
                       errmsg("fencing resource \"%.*s\" shares its lock with another resource", len, resource),
                       errdetail("Both names map to the same lock key: they exclude each other like one resource, and "
                                 "each keeps its own tokens."),
-                      errhint("Renaming one of them ends the sharing.")));
+                      errhint("Without the database's resource key secret, such names cannot be chosen on purpose; "
+                              "renaming one of them ends the sharing.")));
 }
 
 // First acquisition of a resource: insert its row. The tuple is inserted
@@ -500,6 +502,11 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
 
     Relation rel = table_open(state_oid, RowExclusiveLock);
     check_layout(rel);
+    // The lock was taken under the key of the secret this backend knew; a
+    // new secret committed meanwhile (which had to wait for no lock to be
+    // held, and holds the fence state until it commits) makes it the wrong
+    // lock.
+    check_key_current(key, resource, len);
     std::int32_t now = now_seconds();
     for (;;) {
         std::int64_t stored = 0;
