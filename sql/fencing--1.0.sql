@@ -42,13 +42,16 @@ CREATE SEQUENCE fencing.token_seq AS bigint MINVALUE 1 NO MAXVALUE START 1 CACHE
 SELECT pg_catalog.setval('fencing.token_seq',
     GREATEST(1, (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000000)::bigint), false);
 
+-- One row per resource, found by its lock key and its name: two names with
+-- the same key (a collision, which nobody can bring about without the secret
+-- below) share the lock but never a row.
 CREATE TABLE fencing.fence_state (
-    key        bigint  NOT NULL,   -- 64-bit key of resource (src/core/resource_key)
+    key        bigint  NOT NULL,   -- 64-bit lock key of resource (fencing.resource_key)
     token      bigint  NOT NULL,   -- latest token issued for resource
     granted_at integer NOT NULL,   -- seconds since 2000-01-01 UTC of the latest grant
     lease_ms   integer NOT NULL,   -- lease of the latest grant in milliseconds, 0 for none
     resource   text    NOT NULL COLLATE "C",
-    CONSTRAINT fence_state_pkey PRIMARY KEY (key)
+    CONSTRAINT fence_state_pkey PRIMARY KEY (key, resource)
 ) WITH (fillfactor = 100);
 ALTER TABLE fencing.fence_state ALTER COLUMN resource SET STORAGE PLAIN;
 
@@ -82,6 +85,41 @@ REVOKE ALL ON SEQUENCE fencing.token_seq FROM PUBLIC;
 GRANT USAGE ON SCHEMA fencing TO pg_database_owner;
 GRANT SELECT, INSERT ON fencing.fence_state TO pg_database_owner;
 GRANT SELECT ON SEQUENCE fencing.token_seq TO pg_database_owner;
+
+-------------------------------------------------------------------------------
+-- The resource key secret. A resource's lock key (fence_state.key, the lock
+-- tag) is SipHash-2-4 of its name under this secret: 16 bytes from the
+-- server's strong random source, made for this database at CREATE EXTENSION.
+-- Whoever cannot read it cannot compute keys outside the database, nor build
+-- two names with the same key. Only the extension's owner and the database's
+-- owner may read it (a dump needs it); the module reads it on every caller's
+-- behalf. It is part of pg_dump's output, and CREATE DATABASE copies it.
+--
+-- One row. A row inserted (a restore's COPY; INSERT ... DEFAULT VALUES makes
+-- a new random one) or updated replaces the secret: the trigger removes the
+-- other row and gives every fence state row its key under the new secret, in
+-- that transaction; each backend drops its copy when the transaction commits.
+-- So the restored secret wins over the one the restore's CREATE EXTENSION
+-- made, whether the fence state is loaded before or after it. Refused while
+-- any fencing lock of the database is held or awaited (55006): those locks
+-- carry keys of the old secret. It is never removed (DELETE and TRUNCATE are
+-- refused, 55000).
+-------------------------------------------------------------------------------
+CREATE TABLE fencing.key_secret (
+    secret bytea NOT NULL CONSTRAINT key_secret_length CHECK (pg_catalog.octet_length(secret) = 16)
+);
+CREATE UNIQUE INDEX key_secret_one_row ON fencing.key_secret ((true));
+CREATE FUNCTION fencing.key_secret_replace() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'fencing_key_secret_replace' LANGUAGE C;
+REVOKE ALL ON FUNCTION fencing.key_secret_replace() FROM PUBLIC;
+CREATE TRIGGER key_secret_replace BEFORE INSERT OR UPDATE OR DELETE ON fencing.key_secret
+    FOR EACH ROW EXECUTE FUNCTION fencing.key_secret_replace();
+CREATE TRIGGER key_secret_kept BEFORE TRUNCATE ON fencing.key_secret
+    FOR EACH STATEMENT EXECUTE FUNCTION fencing.key_secret_replace();
+SELECT pg_catalog.pg_extension_config_dump('fencing.key_secret', '');
+REVOKE ALL ON fencing.key_secret FROM PUBLIC;
+GRANT SELECT, INSERT ON fencing.key_secret TO pg_database_owner;
+INSERT INTO fencing.key_secret DEFAULT VALUES;
 
 -------------------------------------------------------------------------------
 -- Acquisition and release.
@@ -127,9 +165,10 @@ REVOKE ALL ON FUNCTION fencing.forget(interval) FROM PUBLIC;
 CREATE FUNCTION fencing.version() RETURNS text
     AS 'MODULE_PATHNAME', 'fencing_version' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
--- The 64-bit lock key of a resource name (the value in fence_state.key).
+-- The 64-bit lock key of a resource name (the value in fence_state.key) under
+-- this database's secret: not IMMUTABLE, a new secret changes it.
 CREATE FUNCTION fencing.resource_key(resource text)
-    RETURNS bigint AS 'MODULE_PATHNAME', 'fencing_resource_key' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+    RETURNS bigint AS 'MODULE_PATHNAME', 'fencing_resource_key' LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
 
 -------------------------------------------------------------------------------
 -- fencing.locks: one row per held or awaited fencing lock.
@@ -161,7 +200,12 @@ BEGIN
                 (CASE WHEN a.state = 'active' THEN pg_catalog.now() ELSE a.state_change END)
                 + pg_catalog.make_interval(secs => s.lease_ms / 1000.0) END AS expires_at
       FROM pg_catalog.pg_locks l
-      LEFT JOIN fencing.fence_state s ON s.key = ((l.classid::bigint << 32) | l.objid::bigint)
+      -- The row of the lock's key. Two names with the same key (a collision)
+      -- share the lock, and the one with the latest grant holds it: nobody
+      -- else can be granted the key while it is held.
+      LEFT JOIN LATERAL (SELECT r.resource, r.token, r.granted_at, r.lease_ms FROM fencing.fence_state r
+                          WHERE r.key = ((l.classid::bigint << 32) | l.objid::bigint)
+                          ORDER BY r.token DESC LIMIT 1) s ON true
       LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
      WHERE l.locktype = 'advisory' AND l.objsubid = 32257 /* kResourceTagKind */
        AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())

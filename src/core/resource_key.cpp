@@ -10,46 +10,67 @@ ResourceStatus check_resource(std::size_t len) noexcept {
 }
 
 namespace {
+
 inline std::uint64_t load_le64(const unsigned char* p) noexcept {
     std::uint64_t v = 0;
     for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
     return v;
 }
+
+inline std::uint64_t rotl(std::uint64_t x, int b) noexcept { return (x << b) | (x >> (64 - b)); }
+
+struct SipState {
+    std::uint64_t v0, v1, v2, v3;
+
+    void round() noexcept {
+        v0 += v1;
+        v1 = rotl(v1, 13);
+        v1 ^= v0;
+        v0 = rotl(v0, 32);
+        v2 += v3;
+        v3 = rotl(v3, 16);
+        v3 ^= v2;
+        v0 += v3;
+        v3 = rotl(v3, 21);
+        v3 ^= v0;
+        v2 += v1;
+        v1 = rotl(v1, 17);
+        v1 ^= v2;
+        v2 = rotl(v2, 32);
+    }
+    // c = 2 compression rounds per message word.
+    void absorb(std::uint64_t m) noexcept {
+        v3 ^= m;
+        round();
+        round();
+        v0 ^= m;
+    }
+};
+
 }  // namespace
 
-std::uint64_t resource_key(const char* data, std::size_t len) noexcept {
-    constexpr std::uint64_t m = 0xc6a4a7935bd1e995ULL;
-    constexpr int r = 47;
-    constexpr std::uint64_t seed = 0x66656e63696e6721ULL;  // "fencing!"
-    const auto* p = reinterpret_cast<const unsigned char*>(data);
-    std::uint64_t h = seed ^ (static_cast<std::uint64_t>(len) * m);
+KeySecret secret_from_bytes(const unsigned char* bytes) noexcept {
+    return KeySecret{load_le64(bytes), load_le64(bytes + 8)};
+}
+
+std::uint64_t siphash24(const KeySecret& secret, const void* data, std::size_t len) noexcept {
+    const auto* p = static_cast<const unsigned char*>(data);
+    SipState s{secret.k0 ^ 0x736f6d6570736575ULL, secret.k1 ^ 0x646f72616e646f6dULL,
+               secret.k0 ^ 0x6c7967656e657261ULL, secret.k1 ^ 0x7465646279746573ULL};
     const std::size_t blocks = len / 8;
-    for (std::size_t b = 0; b < blocks; ++b) {
-        std::uint64_t k = load_le64(p + 8 * b);
-        k *= m;
-        k ^= k >> r;
-        k *= m;
-        h ^= k;
-        h *= m;
-    }
+    for (std::size_t b = 0; b < blocks; ++b) s.absorb(load_le64(p + 8 * b));
+    // The last word: the remaining bytes, and the length's low byte on top.
     const unsigned char* tail = p + 8 * blocks;
-    switch (len & 7) {
-        case 7: h ^= static_cast<std::uint64_t>(tail[6]) << 48; [[fallthrough]];
-        case 6: h ^= static_cast<std::uint64_t>(tail[5]) << 40; [[fallthrough]];
-        case 5: h ^= static_cast<std::uint64_t>(tail[4]) << 32; [[fallthrough]];
-        case 4: h ^= static_cast<std::uint64_t>(tail[3]) << 24; [[fallthrough]];
-        case 3: h ^= static_cast<std::uint64_t>(tail[2]) << 16; [[fallthrough]];
-        case 2: h ^= static_cast<std::uint64_t>(tail[1]) << 8; [[fallthrough]];
-        case 1:
-            h ^= static_cast<std::uint64_t>(tail[0]);
-            h *= m;
-            break;
-        default: break;
-    }
-    h ^= h >> r;
-    h *= m;
-    h ^= h >> r;
-    return h;
+    std::uint64_t last = static_cast<std::uint64_t>(len & 0xff) << 56;
+    for (std::size_t i = 0; i < (len & 7); ++i) last |= static_cast<std::uint64_t>(tail[i]) << (8 * i);
+    s.absorb(last);
+    // d = 4 finalization rounds.
+    s.v2 ^= 0xff;
+    s.round();
+    s.round();
+    s.round();
+    s.round();
+    return s.v0 ^ s.v1 ^ s.v2 ^ s.v3;
 }
 
 }  // namespace fencing::core

@@ -1,6 +1,7 @@
 #include "pg/args.hpp"
 
 #include "core/resource_key.hpp"
+#include "pg/key_secret.hpp"
 
 namespace fencing::pg {
 
@@ -22,7 +23,7 @@ Resource resource_arg(FunctionCallInfo fcinfo, int argno) {
         case core::ResourceStatus::ok:
             break;
     }
-    r.key = core::resource_key(r.data, static_cast<std::size_t>(r.len));
+    r.key = resource_key_of(r.data, r.len);
     return r;
 }
 

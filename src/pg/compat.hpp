@@ -94,6 +94,18 @@ inline void index_insert_unique(Relation irel, Datum* values, bool* nulls, ItemP
 #endif
 }
 
+// Replaces a tuple in a transactional update, as the server updates catalog
+// rows (16 added the report of which indexes need new entries; the caller
+// inserts them itself).
+inline void simple_update(Relation rel, ItemPointer otid, HeapTuple tup) {
+#if PG_VERSION_NUM >= 160000
+    TU_UpdateIndexes update_indexes;
+    simple_heap_update(rel, otid, tup, &update_indexes);
+#else
+    simple_heap_update(rel, otid, tup);
+#endif
+}
+
 // Leases need 14 or later: their expiry is reported with SQLSTATE 57P05
 // (ERRCODE_IDLE_SESSION_TIMEOUT), which exists from 14 on.
 #if PG_VERSION_NUM >= 140000
@@ -105,8 +117,8 @@ inline constexpr bool has_idle_session_timeout = false;
 // In-place update of a catalog-style row under the buffer lock, as the
 // server updates pg_class rows (the minimum minor releases above all have
 // it; 18 keeps it).
-inline void inplace_update_begin(Relation rel, Oid index, ScanKey key, HeapTuple* old, void** state) {
-    systable_inplace_update_begin(rel, index, true, SnapshotSelf, 1, key, old, state);
+inline void inplace_update_begin(Relation rel, Oid index, int nkeys, ScanKey key, HeapTuple* old, void** state) {
+    systable_inplace_update_begin(rel, index, true, SnapshotSelf, nkeys, key, old, state);
 }
 inline void inplace_update_finish(void* state, HeapTuple tuple) { systable_inplace_update_finish(state, tuple); }
 inline void inplace_update_cancel(void* state) { systable_inplace_update_cancel(state); }

@@ -1,11 +1,13 @@
 #include "pg/fence_state.hpp"
 
 #include "core/counter.hpp"
+#include "pg/key_secret.hpp"
 #include "pg/settings.hpp"
 
 extern "C" {
 #include "catalog/index.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_collation.h"
 #include "replication/walsender.h"
 #include "utils/fmgroids.h"
 }
@@ -83,26 +85,24 @@ struct Found {
     StateRow row;
 };
 
-[[noreturn]] void report_collision(const char* resource, int len, std::uint64_t key) {
-    ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
-                    errmsg("fencing resource \"%.*s\" collides with another resource name", len, resource),
-                    errdetail("Both names hash to lock key %lld.", static_cast<long long>(key)),
-                    errhint("Use a different resource name.")));
-    pg_unreachable();
+// A resource's row is found by its key and its name (the primary key): two
+// names with the same key (a collision) share the lock but each has a row of
+// its own, and never reads or writes the other's.
+void row_scan_keys(ScanKeyData* skey, std::uint64_t key, const char* resource, int len) {
+    ScanKeyInit(&skey[0], kAttKey, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(static_cast<std::int64_t>(key)));
+    ScanKeyEntryInitialize(&skey[1], 0, kAttResource, BTEqualStrategyNumber, InvalidOid, C_COLLATION_OID, F_TEXTEQ,
+                           PointerGetDatum(cstring_to_text_with_len(resource, len)));
 }
-
-void check_resource_text(HeapTuple tup, TupleDesc d, std::uint64_t key, const char* resource, int len);
 
 Found lookup(Relation rel, Oid index, std::uint64_t key, const char* resource, int len) {
     Found f;
-    ScanKeyData skey;
-    ScanKeyInit(&skey, kAttKey, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(static_cast<std::int64_t>(key)));
-    SysScanDesc scan = systable_beginscan(rel, index, true, SnapshotSelf, 1, &skey);
+    ScanKeyData skey[2];
+    row_scan_keys(skey, key, resource, len);
+    SysScanDesc scan = systable_beginscan(rel, index, true, SnapshotSelf, 2, skey);
     HeapTuple tup = systable_getnext(scan);
     if (HeapTupleIsValid(tup)) {
         TupleDesc d = RelationGetDescr(rel);
         bool isnull = false;
-        check_resource_text(tup, d, key, resource, len);
         f.found = true;
         f.tid = tup->t_self;
         f.row.found = true;
@@ -121,15 +121,6 @@ std::int32_t now_seconds() {
 // In-place updates of the resource row: a small heap "inplace" WAL record
 // carrying just the tuple (no page image, no transaction id, no commit),
 // under the buffer lock (compat.hpp: the minimum minor releases).
-
-void check_resource_text(HeapTuple tup, TupleDesc d, std::uint64_t key, const char* resource, int len) {
-    bool isnull = false;
-    Datum res = heap_getattr(tup, kAttResource, d, &isnull);
-    text* stored = isnull ? nullptr : DatumGetTextPP(res);
-    if (stored == nullptr || VARSIZE_ANY_EXHDR(stored) != static_cast<Size>(len) ||
-        memcmp(VARDATA_ANY(stored), resource, len) != 0)
-        report_collision(resource, len, key);
-}
 
 void overwrite_fields(HeapTuple copy, std::uint64_t key, std::int64_t token, std::int32_t granted_at,
                       std::int32_t lease_ms) {
@@ -162,16 +153,15 @@ std::int64_t token_field(HeapTuple tup) {
 // counter was ahead of this one's clock seed: *stored then says how far.
 Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char* resource, int len,
                          std::int64_t token, std::int32_t granted_at, std::int32_t lease_ms, std::int64_t* stored) {
-    ScanKeyData skey;
-    ScanKeyInit(&skey, kAttKey, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(static_cast<std::int64_t>(key)));
+    ScanKeyData skey[2];
+    row_scan_keys(skey, key, resource, len);
     HeapTuple old = nullptr;
     void* state = nullptr;
-    compat::inplace_update_begin(rel, index, &skey, &old, &state);
+    compat::inplace_update_begin(rel, index, 2, skey, &old, &state);
     if (old == nullptr) return Recorded::missing;
     bool behind = false;
     PG_TRY();
     {
-        check_resource_text(old, RelationGetDescr(rel), key, resource, len);
         *stored = token_field(old);
         behind = *stored >= token;
         if (!behind) overwrite_fields(old, key, token, granted_at, lease_ms);
@@ -192,6 +182,28 @@ Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char*
     return Recorded::updated;
 }
 
+// Whether a row of any resource carries this key.
+bool key_in_use(Relation rel, Oid index, std::uint64_t key) {
+    ScanKeyData skey;
+    ScanKeyInit(&skey, kAttKey, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(static_cast<std::int64_t>(key)));
+    SysScanDesc scan = systable_beginscan(rel, index, true, SnapshotSelf, 1, &skey);
+    const bool found = HeapTupleIsValid(systable_getnext(scan));
+    systable_endscan(scan);
+    return found;
+}
+
+// A resource that shares its key with another (a collision): both names
+// work, they only exclude each other. Said once, when the second one gets
+// its row; naming neither the key nor the other resource.
+void report_shared_key(const char* resource, int len) {
+    ereport(WARNING, (errcode(ERRCODE_WARNING),
+                      errmsg("fencing resource \"%.*s\" shares its lock with another resource", len, resource),
+                      errdetail("Both names map to the same lock key: they exclude each other like one resource, and "
+                                "each keeps its own tokens."),
+                      errhint("Without the database's resource key secret, such names cannot be chosen on purpose; "
+                              "renaming one of them ends the sharing.")));
+}
+
 // First acquisition of a resource: insert its row. The tuple is inserted
 // frozen, so it stays (and is visible to everyone) even if this transaction
 // aborts: the token it records was handed out either way.
@@ -209,8 +221,8 @@ void insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource
 
     Relation irel = index_open(index, RowExclusiveLock);
     IndexInfo* info = BuildIndexInfo(irel);
-    Datum ivalues[1] = {values[kAttKey - 1]};
-    bool inulls[1] = {false};
+    Datum ivalues[2] = {values[kAttKey - 1], values[kAttResource - 1]};
+    bool inulls[2] = {false, false};
     compat::index_insert_unique(irel, ivalues, inulls, &tup->t_self, rel, info);
     index_close(irel, RowExclusiveLock);
     heap_freetuple(tup);
@@ -490,12 +502,18 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
 
     Relation rel = table_open(state_oid, RowExclusiveLock);
     check_layout(rel);
+    // The lock was taken under the key of the secret this backend knew; a
+    // new secret committed meanwhile (which had to wait for no lock to be
+    // held, and holds the fence state until it commits) makes it the wrong
+    // lock.
+    check_key_current(key, resource, len);
     std::int32_t now = now_seconds();
     for (;;) {
         std::int64_t stored = 0;
         Recorded r = record_in_place(rel, index_oid, key, resource, len, issued.token, now, lease_ms, &stored);
         if (r == Recorded::updated) break;
         if (r == Recorded::missing) {
+            if (key_in_use(rel, index_oid, key)) report_shared_key(resource, len);
             insert_row(rel, index_oid, key, resource, len, issued.token, now, lease_ms);
             break;
         }

@@ -69,21 +69,25 @@ std::int64_t idle_seconds(FunctionCallInfo fcinfo) {
     return secs > INT64_C(1) << 40 ? INT64_C(1) << 40 : static_cast<std::int64_t>(secs);
 }
 
-// The resource's row by key (SnapshotSelf: the fence state is written
-// without transactions), or false.
-bool find_row(Relation rel, Oid index, std::int64_t key, ItemPointerData* tid, std::int32_t* granted_at) {
+// Deletes the rows of `key` (SnapshotSelf: the fence state is written
+// without transactions) whose latest grant is at or before `cutoff`; returns
+// how many. More than one row carries a key only when resource names collide:
+// they share the lock, which this transaction holds.
+std::int64_t delete_idle_rows(Relation rel, Oid index, std::int64_t key, std::int64_t cutoff) {
     ScanKeyData skey;
     ScanKeyInit(&skey, kAttKey, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(key));
     SysScanDesc scan = systable_beginscan(rel, index, true, SnapshotSelf, 1, &skey);
-    HeapTuple tup = systable_getnext(scan);
-    bool found = HeapTupleIsValid(tup);
-    if (found) {
+    std::int64_t deleted = 0;
+    HeapTuple tup;
+    while (HeapTupleIsValid(tup = systable_getnext(scan))) {
         bool isnull = false;
-        *tid = tup->t_self;
-        *granted_at = DatumGetInt32(heap_getattr(tup, kAttGrantedAt, RelationGetDescr(rel), &isnull));
+        const std::int32_t granted_at = DatumGetInt32(heap_getattr(tup, kAttGrantedAt, RelationGetDescr(rel), &isnull));
+        if (isnull || granted_at > cutoff) continue;
+        simple_heap_delete(rel, &tup->t_self);
+        ++deleted;
     }
     systable_endscan(scan);
-    return found;
+    return deleted;
 }
 
 std::int64_t forget(FunctionCallInfo fcinfo) {
@@ -126,14 +130,8 @@ std::int64_t forget(FunctionCallInfo fcinfo) {
     }
 
     std::int64_t forgotten = 0;
-    for (int i = 0; i < n; ++i) {
-        ItemPointerData tid;
-        std::int32_t granted_at = 0;
-        // Re-read under the lock: a grant may have happened since the scan.
-        if (!find_row(rel, index, cand[i].key, &tid, &granted_at) || granted_at > cutoff) continue;
-        simple_heap_delete(rel, &tid);
-        ++forgotten;
-    }
+    // Re-read under the lock: a grant may have happened since the scan.
+    for (int i = 0; i < n; ++i) forgotten += delete_idle_rows(rel, index, cand[i].key, cutoff);
     table_close(rel, RowExclusiveLock);
     pfree(cand);
     return forgotten;

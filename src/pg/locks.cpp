@@ -129,6 +129,27 @@ bool drain_guard(const Resource& r, std::int64_t wait_ms) {
 
 bool holds_resource(const LOCKTAG& tag) { return held_by_me(tag, kSessionMode) || held_by_me(tag, kXactMode); }
 
+// Whether the lock this session holds on the resource's key is in fact held
+// for another resource whose name has the same key (a collision). The hold's
+// token is the latest of the resource it was granted for: nobody can record
+// a grant under the key while this session holds it.
+bool held_for_other_resource(const Resource& r) {
+    const core::Hold* h = ledger().find(r.key);
+    if (h == nullptr) return false;
+    const std::int64_t token = h->token;
+    const StateRow row = read_state(r.key, r.data, r.len);
+    return !row.found || row.token != token;
+}
+
+[[noreturn]] void report_held_for_other_resource(const Resource& r) {
+    ereport(ERROR, (errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+                    errmsg("could not acquire fencing lock on resource \"%.*s\"", r.len, r.data),
+                    errdetail("This session holds another resource that shares the lock with it (both names map to "
+                              "the same lock key), and cannot wait for itself."),
+                    errhint("Release that resource first.")));
+    pg_unreachable();
+}
+
 std::int64_t token_of_own_hold(const Resource& r) {
     if (const core::Hold* h = ledger().find(r.key)) return h->token;
     return read_state(r.key, r.data, r.len).token;
@@ -150,6 +171,10 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
     const LOCKMODE mode = session ? kSessionMode : kXactMode;
     const bool was_held = holds_resource(rtag);
     const TimestampTz asked_at = wait_ms > 0 ? GetCurrentTimestamp() : 0;
+    if (was_held && held_for_other_resource(r)) {
+        if (try_only) return false;
+        report_held_for_other_resource(r);
+    }
     if (was_held && !reentrant && !same_statement_regrant(r, rtag, session)) report_already_held(r, session);
 
     if (try_only) {

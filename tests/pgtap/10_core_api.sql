@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(115);
+SELECT plan(116);
 
 --------------------------------------------------------------------------------
 -- Schema and type.
@@ -85,6 +85,7 @@ SELECT volatility_is('fencing', 'try_acquire_xact', ARRAY['text', 'boolean'], 'v
 SELECT volatility_is('fencing', 'release', ARRAY['text'], 'volatile', 'release is volatile');
 SELECT volatility_is('fencing', 'validate', ARRAY['text', 'bigint'], 'volatile', 'validate is volatile');
 SELECT volatility_is('fencing', 'use', ARRAY['bigint'], 'volatile', 'use is volatile');
+SELECT volatility_is('fencing', 'resource_key', ARRAY['text'], 'stable', 'resource_key is stable, not immutable: a new secret changes the keys');
 
 --------------------------------------------------------------------------------
 -- bigint's operators, operator classes, aggregates and casts serve the token:

@@ -23,7 +23,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(103);
+SELECT plan(111);
 
 SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dblink;
@@ -163,6 +163,28 @@ SELECT is(t50.state_as('fencing_t50_intruder',
           'intruder cannot add functions to schema fencing');
 SELECT is(t50.state_as('fencing_t50_intruder', $q$SET fencing.require_sync_standby = off$q$), '42501',
           'intruder cannot change fencing.require_sync_standby');
+-- The resource key secret: no role but the extension's and the database's
+-- owners may read it; only they may replace it.
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT * FROM fencing.key_secret$q$), '42501',
+          'intruder cannot read fencing.key_secret');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$INSERT INTO fencing.key_secret DEFAULT VALUES$q$), '42501',
+          'intruder cannot replace the resource key secret');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$UPDATE fencing.key_secret SET secret = NULL$q$), '42501',
+          'intruder cannot UPDATE fencing.key_secret');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$DELETE FROM fencing.key_secret$q$), '42501',
+          'intruder cannot DELETE FROM fencing.key_secret');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$TRUNCATE fencing.key_secret$q$), '42501',
+          'intruder cannot TRUNCATE fencing.key_secret');
+SELECT ok(NOT has_function_privilege('public', 'fencing.key_secret_replace()', 'EXECUTE'),
+          'PUBLIC may not execute fencing.key_secret_replace');
+SELECT is(t50.value_as('fencing_t50_intruder', $q$SELECT fencing.resource_key('t50:k')::text$q$),
+          fencing.resource_key('t50:k')::text,
+          'a role with USAGE computes its database''s keys (without reading the secret)');
+SELECT ok(has_table_privilege('pg_database_owner', 'fencing.key_secret', 'SELECT')
+          AND has_table_privilege('pg_database_owner', 'fencing.key_secret', 'INSERT')
+          AND NOT has_table_privilege('pg_database_owner', 'fencing.key_secret', 'UPDATE')
+          AND NOT has_table_privilege('pg_database_owner', 'fencing.key_secret', 'DELETE'),
+          'the database owner may read and load it (pg_dump, a restore), not update or delete it');
 SELECT is(fencing.current('t50:state')::bigint, :state_token::bigint,
           'the stored token is unchanged after all attempts');
 

@@ -95,6 +95,10 @@ $src{rows} = sql('src', q{SELECT (SELECT string_agg(format('%s', a), ';' ORDER B
 	(SELECT string_agg(format('%s', e), ';' ORDER BY region, id) FROM events e) || '#' ||
 	(SELECT string_agg(format('%s', x), ';' ORDER BY id) FROM ext_rev x)});
 $src{max_state} = sql('src', 'SELECT max(token) FROM fencing.fence_state');
+$src{secret} = sql('src', q{SELECT encode(secret, 'hex') FROM fencing.key_secret});
+my $keys_sql = q{SELECT string_agg(r || '=' || fencing.resource_key(r), ',' ORDER BY r)
+	FROM (SELECT resource FROM fencing.fence_state UNION SELECT 'brand:new') x(r)};
+$src{keys} = sql('src', $keys_sql);
 $src{max_rows} = sql('src', q{SELECT greatest((SELECT max(fence_token::bigint) FROM acct), (SELECT max(fence_token::bigint) FROM events),
 	(SELECT max(etcd_rev) FROM ext_rev))});
 is($src{protected}, 'acct|fence_token|f|error|t,events|fence_token|f|error|t,ext_rev|etcd_rev|t|skip|t',
@@ -137,6 +141,11 @@ for my $db (@restored)
 		$src{current}, "$db: the fence state is the source's");
 	is(sql($db, q{SELECT string_agg(resource || '=' || fencing.current(resource)::bigint, ',' ORDER BY resource) FROM fencing.fence_state}),
 		$src{current}, "$db: fencing.current() returns the old tokens");
+	is(sql($db, q{SELECT string_agg(encode(secret, 'hex'), ',') FROM fencing.key_secret}), $src{secret},
+		"$db: the resource key secret is the source's (it replaced the one CREATE EXTENSION made)");
+	is(sql($db, $keys_sql), $src{keys}, "$db: every name has the key it had in the source");
+	is(sql($db, q{SELECT count(*) FROM fencing.fence_state WHERE key <> fencing.resource_key(resource)}), '0',
+		"$db: every fence state row carries its resource's key");
 	is(sql($db, q{SELECT string_agg(format('%s|%s|%s|%s|%s', tbl, token_column, allow_equal, on_stale, fence_deletes), ',' ORDER BY tbl::text) FROM fencing.protected}),
 		$src{protected}, "$db: fencing.protected lists the same tables with the same settings");
 	is(sql($db, q{SELECT count(*) FROM pg_trigger WHERE tgname = '~fencing_enforce'}), '6',

@@ -4,7 +4,10 @@
 # extension in both databases (CREATE EXTENSION fencing needs one); the owner
 # does everything else. After the restore, fencing.current() returns the old
 # tokens, the table is protected, and new tokens are greater than every old
-# one. A role that does not own the database still cannot read the state.
+# one. The restored resource key secret replaces the one the target's CREATE
+# EXTENSION made (so every name keeps its key), and rows the target recorded
+# before the restore get their keys under it. A role that does not own the
+# database still cannot read the state or the secret.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -47,11 +50,23 @@ BEGIN
 END $$;
 });
 my $old_current = as_owner('src', q{SELECT string_agg(resource || '=' || token, ',' ORDER BY resource) FROM fencing.fence_state});
+my $keys_sql = q{SELECT string_agg(fencing.resource_key(r)::text, ',' ORDER BY r) FROM unnest(ARRAY['acct:1', 'acct:5', 'brand:new', 'pre:1']) r};
+my $old_keys = as_owner('src', $keys_sql);
+my $old_secret = as_owner('src', q{SELECT encode(secret, 'hex') FROM fencing.key_secret});
+like($old_secret, qr/^[0-9a-f]{32}$/, 'the database owner reads the resource key secret');
 my $old_max = as_owner('src', q{SELECT max(token) FROM fencing.fence_state});
 like($old_current, qr/^acct:1=\d+,acct:2=\d+/, 'the database owner reads fencing.fence_state');
 
 my ($rc, $out, $err) = $node->psql('src', 'SELECT count(*) FROM fencing.fence_state', extra_params => [ '-U', 'fencing_other' ]);
 isnt($rc, 0, 'a role that does not own the database cannot read fencing.fence_state');
+($rc, $out, $err) = $node->psql('src', 'SELECT count(*) FROM fencing.key_secret', extra_params => [ '-U', 'fencing_other' ]);
+like($err, qr/permission denied/, 'nor fencing.key_secret');
+
+# The target was used before the restore: a row under the secret its CREATE
+# EXTENSION made.
+my $pre = as_owner('dst', q{SELECT fencing.acquire('pre:1')});
+isnt(as_owner('dst', q{SELECT encode(secret, 'hex') FROM fencing.key_secret}), $old_secret,
+	'the target\'s CREATE EXTENSION made a secret of its own');
 
 my $dir = PostgreSQL::Test::Utils::tempdir;
 my $src = $node->connstr('src') . ' user=fencing_dbo';
@@ -70,8 +85,16 @@ close $fh;
 $node->command_ok([ 'pg_restore', '--exit-on-error', '-L', "$dir/owner.list", '-d', $dst, "$dir/src.dump" ],
 	'the database owner runs pg_restore into a database where a superuser created the extension');
 
-is(as_owner('dst', q{SELECT string_agg(resource || '=' || token, ',' ORDER BY resource) FROM fencing.fence_state}),
+is(as_owner('dst', q{SELECT string_agg(resource || '=' || token, ',' ORDER BY resource) FROM fencing.fence_state WHERE resource <> 'pre:1'}),
 	$old_current, 'restored: the fence state is the source\'s');
+is(as_owner('dst', q{SELECT encode(secret, 'hex') FROM fencing.key_secret}), $old_secret,
+	'restored: the source\'s secret replaced the target\'s');
+is(as_owner('dst', $keys_sql), $old_keys, 'restored: every name has the key it had in the source');
+is(as_owner('dst', q{SELECT count(*) FROM fencing.fence_state WHERE key <> fencing.resource_key(resource)}), '0',
+	'restored: every fence state row carries its resource\'s key, the one recorded before the restore too');
+is(as_owner('dst', q{SELECT fencing.current('pre:1')}), $pre, 'restored: the resource used before the restore kept its token');
+is(as_owner('dst', q{SELECT string_agg(resource || '=' || fencing.current(resource)::bigint, ',' ORDER BY resource) FROM fencing.fence_state WHERE resource <> 'pre:1'}),
+	$old_current, 'restored: fencing.current() returns the old tokens');
 is(as_owner('dst', q{SELECT count(*) FROM fencing.protected WHERE tbl = 'acct'::regclass}), '1',
 	'restored: acct is protected');
 my $new = as_owner('dst', q{SELECT fencing.acquire('acct:1')});
