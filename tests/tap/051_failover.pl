@@ -9,8 +9,10 @@
 # standby is promoted and work continues on it. Then:
 #   - every token the new primary hands out is greater than every token the
 #     old primary handed out (per resource and overall);
-#   - every write a synchronous client saw committed is there, and
-#     fencing.current(r) >= the token of every committed fenced write;
+#   - every write whose commit a synchronous client saw succeed is there
+#     (a commit the primary's death interrupted was never acknowledged: it
+#     is in doubt, and not counted), and fencing.current(r) >= the token of
+#     every committed fenced write;
 #   - a writer still holding an old-primary token is rejected (23T01) on the
 #     new primary, by validate() and by a protected table.
 #
@@ -76,8 +78,8 @@ sub storm
 
 sub setup_schema
 {
-	my ($node) = @_;
-	$node->safe_psql($db, q{
+	my ($node, $dbname) = @_;
+	$node->safe_psql($dbname // $db, q{
 CREATE EXTENSION fencing;
 CREATE TABLE fenced (res text PRIMARY KEY, fence_token fencing.token, writes bigint NOT NULL DEFAULT 0);
 SELECT fencing.protect('fenced');
@@ -129,6 +131,38 @@ fencing.log_ahead = 16
 $primary->start;
 setup_schema($primary);
 
+# ---- what the clients count as committed ---------------------------------------------------
+# A write counts as committed only when its client saw the commit succeed. A
+# commit the crash interrupts (the primary died before the COMMIT reached it,
+# or while the commit waited for the standby) was never acknowledged:
+# synchronous replication promises nothing about it, and the write may or may
+# not be on the promoted standby. When the primary is gone before the COMMIT
+# is sent, psql reports the COMMIT as failed and goes on with the script, the
+# token of the write made before still set: the clients must not count that
+# write. Here every commit fails (a deferred constraint trigger raises at
+# commit) and no client may count a committed write.
+{
+	my $label = 'storm clients';
+	my $bdb = 'bookkeeping';
+	$primary->safe_psql($db, "CREATE DATABASE $bdb");
+	setup_schema($primary, $bdb);
+	$primary->safe_psql($bdb, q{
+CREATE FUNCTION refuse_commit() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'commit refused'; END$$;
+CREATE CONSTRAINT TRIGGER refuse_commit AFTER INSERT ON fenced_log DEFERRABLE INITIALLY DEFERRED
+  FOR EACH ROW EXECUTE FUNCTION refuse_commit();
+});
+	my $r = run_storm(node => $primary, db => $bdb, dir => $primary->basedir . "/bookkeeping", kinds => [ 'sync', 'xact', 'new' ],
+		script => sub { my ($c, $kind) = @_; return storm_script($kind, 200, %script_opts, new_prefix => "bk:$c"); },
+		pause => [ 0, 0 ], crash => sub { });
+	my $failed_commits = grep { $_->[0] eq 'P0001' } @{ $r->{errors} };
+	cmp_ok($failed_commits, '>', 20, "$label: writes whose commit failed ($failed_commits)");
+	is($primary->safe_psql($bdb, 'SELECT count(*) FROM fenced_log'), '0', "$label: ... none of them is in the table");
+	is($r->{n_commit}, 0, "$label: ... and no client counts one of them as committed")
+	  or diag join(', ', map { "$_=$r->{sync_commits}{$_}" } sort keys %{ $r->{sync_commits} });
+	cmp_ok($r->{n_doubt}, '>', 0, "$label: ... those of transaction blocks are reported in doubt ($r->{n_doubt})");
+	$primary->safe_psql($db, "DROP DATABASE $bdb");
+}
+
 my (%max_old, %all_old);
 my $max_old_all = 0;
 my ($promotions, $total_received) = (0, 0);
@@ -149,8 +183,8 @@ for my $mode (@modes)
 	my $r = storm($primary, "round$round");
 	$total_received += $r->{n_recv};
 	ok($r->{n_recv} > 20 && $r->{n_commit} > 5,
-		sprintf("%s: storm of %.1f s on the primary: %d tokens received, %d writes committed, %d rolled back, then the primary died",
-			$label, $r->{elapsed}, $r->{n_recv}, $r->{n_commit}, $r->{n_abort}));
+		sprintf("%s: storm of %.1f s on the primary: %d tokens received, %d writes committed, %d rolled back, then the primary died (%d commits in doubt)",
+			$label, $r->{elapsed}, $r->{n_recv}, $r->{n_commit}, $r->{n_abort}, $r->{n_doubt}));
 	is(scalar(@{ $r->{unexpected} }), 0, "$label: no unexpected error in the clients")
 	  or diag join('', @{ $r->{unexpected} }[ 0 .. min(9, $#{ $r->{unexpected} }) ]);
 	for my $res (keys %{ $r->{received} })
@@ -180,7 +214,7 @@ for my $mode (@modes)
 	# Committed writes survived and the fence state is not behind them.
 	my %in_log = map { $_ => 1 } split / /, $primary->safe_psql($db, q{SELECT string_agg(res || '=' || token::bigint, ' ') FROM fenced_log});
 	my @lost = grep { !$in_log{"$_=$r->{sync_commits}{$_}"} } keys %{ $r->{sync_commits} };
-	is(scalar(@lost), 0, "$label: every write a synchronous client saw committed is on the new primary")
+	is(scalar(@lost), 0, "$label: every write whose commit a synchronous client saw succeed is on the new primary")
 	  or diag join(', ', @lost);
 	is($primary->safe_psql($db, q{SELECT count(*) FROM (SELECT res, max(token::bigint) m FROM fenced_log GROUP BY res) l
 		WHERE coalesce(fencing.current(res)::bigint, 0) < m}), '0',

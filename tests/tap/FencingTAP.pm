@@ -115,11 +115,29 @@ sub restart_after_crash
 # both protected (fencing.protect; fenced_log on its token column). Output
 # lines of a client:
 #   A <res> <token>   a token the client received (acquire*, try_acquire)
-#   C <res> <token>   a fenced write committed with that token (the client saw the commit)
+#   C <res> <token>   a fenced write committed with that token: the client saw
+#                     its commit succeed
+#   U <res> <token>   a fenced write whose commit failed or whose outcome the
+#                     client does not know (the connection broke on the COMMIT):
+#                     it may or may not have committed
 #   X <res> <token>   a fenced write whose transaction was rolled back
+#
+# What counts is psql's ERROR variable after the statement that commits, never
+# that the write's row came back: after a crash psql reports the COMMIT (or
+# the autocommit INSERT) as failed and goes on with the script, with the
+# token of the write it made before still set.
 
 # higher($x, $y): the greater of two numbers, $y when $x is undefined.
 sub higher { my ($x, $y) = @_; return !defined $x ? $y : ($y > $x ? $y : $x); }
+
+# The script lines after the statement that commits a write whose token the
+# variable wtok holds (set by the write's \gset): C when that statement
+# succeeded, U when it failed.
+sub echo_commit
+{
+	my ($res) = @_;
+	return "\\if :{?wtok}\n\\if :ERROR\n\\echo U $res :wtok\n\\else\n\\echo C $res :wtok\n\\endif\n\\endif\n";
+}
 
 # A session-scoped block: acquire (20 %: try_acquire), write, release.
 sub block_session
@@ -132,14 +150,16 @@ sub block_session
 	  ? "SELECT fencing.acquire('$res', reentrant => true) = :'tok' AS same \\gset\nSELECT fencing.release('$res') AS released \\gset\n"
 	  : '';
 	my $validate = $o{validate} ? "SELECT fencing.validate('$res', :tok) IS NOT NULL AS valid \\gset\n" : '';
+	my $outcome = echo_commit($res);
 	return <<"EOS";
 \\unset tok
+\\unset wtok
 SELECT $call AS tok \\gset
 \\if :{?tok}
 \\echo A $res :tok
 ${nested}${validate}WITH u AS (UPDATE fenced SET fence_token = :tok, writes = writes + 1 WHERE res = '$res' RETURNING res, fence_token)
-INSERT INTO fenced_log SELECT res, fence_token FROM u RETURNING 'C ' || res || ' ' || token::bigint;
-SELECT fencing.release('$res') AS released \\gset
+INSERT INTO fenced_log SELECT res, fence_token FROM u RETURNING token::bigint AS wtok \\gset
+${outcome}SELECT fencing.release('$res') AS released \\gset
 \\endif
 EOS
 }
@@ -154,7 +174,7 @@ sub block_xact
 	my $write = $o{set_local} && rand() < $o{set_local}
 	  ? "SET LOCAL fencing.token = :'tok';\nWITH u AS (UPDATE fenced SET writes = writes + 1 WHERE res = '$res' RETURNING res, fence_token)"
 	  : "WITH u AS (UPDATE fenced SET fence_token = :tok, writes = writes + 1 WHERE res = '$res' RETURNING res, fence_token)";
-	my $echo = $outcome eq 'commit' ? "\\echo C $res :wtok" : "\\echo X $res :wtok";
+	my $echo = $outcome eq 'commit' ? echo_commit($res) : "\\if :{?wtok}\n\\echo X $res :wtok\n\\endif\n";
 	return <<"EOS";
 \\unset tok
 \\unset wtok
@@ -166,9 +186,7 @@ $write
 INSERT INTO fenced_log SELECT res, fence_token FROM u RETURNING token::bigint AS wtok \\gset
 \\endif
 $end
-\\if :{?wtok}
 $echo
-\\endif
 EOS
 }
 
@@ -177,10 +195,11 @@ sub block_new
 {
 	my ($res, %o) = @_;
 	my $body = "\\echo A $res :tok\n"
-	  . "INSERT INTO fenced_log VALUES ('$res', :tok) RETURNING 'C ' || res || ' ' || token::bigint;\n"
+	  . "INSERT INTO fenced_log VALUES ('$res', :tok) RETURNING token::bigint AS wtok \\gset\n"
+	  . echo_commit($res)
 	  . "SELECT fencing.release('$res') AS released \\gset\n";
 	$body = "\\if :{?tok}\n$body\\endif\n" if $o{new_if_granted};
-	return "\\unset tok\nSELECT fencing.acquire('$res') AS tok \\gset\n$body";
+	return "\\unset tok\n\\unset wtok\nSELECT fencing.acquire('$res') AS tok \\gset\n$body";
 }
 
 # storm_script($kind, $nblocks, %opt): the script of one storm client, of
@@ -255,11 +274,11 @@ sub storm_script
 # client but the evictors has printed a few tokens, then $min + rand($spread)
 # seconds more, calls crash->(), and ends the clients. Returns what they saw:
 #   elapsed        seconds from the start to the crash
-#   n_recv, n_commit, n_abort   counts of A, C and X lines
+#   n_recv, n_commit, n_doubt, n_abort   counts of A, C, U and X lines
 #   received       { res => the highest token received }
 #   received_set   { res => { token => 1 } }, every token received
-#   sync_commits   { res => the highest committed write a client with
-#                  synchronous commit saw }
+#   sync_commits   { res => the highest token of a write whose commit a
+#                  client with synchronous commit saw succeed (C) }
 #   resources      { res => 1 }, every resource in the output
 #   errors         [ [ SQLSTATE, line ], ... ]: the ERROR, FATAL and PANIC
 #                  lines of the clients' stderr
@@ -295,7 +314,7 @@ sub run_storm
 		eval { $c->{h}->kill_kill; };
 	}
 
-	my %r = (elapsed => $elapsed, n_recv => 0, n_commit => 0, n_abort => 0, received => {}, received_set => {},
+	my %r = (elapsed => $elapsed, n_recv => 0, n_commit => 0, n_doubt => 0, n_abort => 0, received => {}, received_set => {},
 		sync_commits => {}, resources => {}, errors => []);
 	for my $c (@clients)
 	{
@@ -303,7 +322,7 @@ sub run_storm
 		open my $fh, '<', $c->{out} or die;
 		while (my $line = <$fh>)
 		{
-			next unless $line =~ /^([ACX]) (\S+) (\d+)$/;
+			next unless $line =~ /^([ACUX]) (\S+) (\d+)$/;
 			my ($k, $res, $tok) = ($1, $2, $3);
 			$r{resources}{$res} = 1;
 			if ($k eq 'A')
@@ -317,6 +336,7 @@ sub run_storm
 				$r{n_commit}++;
 				$r{sync_commits}{$res} = higher($r{sync_commits}{$res}, $tok) if $sync;
 			}
+			elsif ($k eq 'U') { $r{n_doubt}++; }
 			else { $r{n_abort}++; }
 		}
 		close $fh;
