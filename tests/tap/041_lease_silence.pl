@@ -22,7 +22,7 @@ use IPC::Run;
 use Time::HiRes qw(time sleep);
 use FindBin;
 use lib $FindBin::Bin;
-use FencingTAP qw(send_nb wait_tag);
+use FencingTAP qw(send_nb wait_tag pause);
 
 my $node = PostgreSQL::Test::Cluster->new('silence');
 $node->init;
@@ -187,7 +187,7 @@ ok($node->log_contains('terminating connection because its fencing lease of 1000
 
 # At least twice the lease since the locks went away.
 my $left = $gone_at + 2.2 - time;
-sleep $left if $left > 0;
+pause $left if $left > 0;
 for my $c ([ $unlock_all, $unlock_all_pid, 'after pg_advisory_unlock_all()' ],
 	[ $own, $own_pid, 'with its own idle_session_timeout = 0, after pg_advisory_unlock_all()' ],
 	[ $pooled, $pooled_pid, 'pooled, after DISCARD ALL' ],
