@@ -5,7 +5,11 @@
 #     byte counters show it reading between the samples (a COPY would show
 #     its progress through pg_stat_progress_copy, a SELECT has nothing else);
 #   - a client stopped for good loses its lock within lease + 1 s of its
-#     backend blocking on it.
+#     backend blocking on it;
+#   - an idle client that LISTENs, stopped while NOTIFY traffic keeps
+#     arriving for it (its kernel acknowledges the notifications, so the
+#     socket's counters move without the client doing anything), loses its
+#     lock within lease + 1 s of its stop.
 #
 # The stops and continues are timed with FencingTAP::pause: the kernel sends
 # the test a SIGCHLD at each, and from PostgreSQL 17 on the TAP framework
@@ -73,6 +77,27 @@ my ($stopped, $stopped_psql, $stopped_pid) = start_reader('stopped',
 kill 'STOP', $stopped_psql;
 my $stopped_at = time;
 my ($stopped_gone, $stopped_blocked_at);
+
+# The listener: LISTEN and the acquisition from psql's stdin, which then stays
+# open with nothing more; notifications every 20 ms for 6 s from another
+# session.
+my $l_in = "SET application_name = 'listener';
+LISTEN fencing_news;
+SELECT fencing.acquire('tcp:listener', lease => '1s');
+";
+my $listener = IPC::Run::start([ $psql, '-X', '-q', '-d', $tcp, '-f', '-' ], '<', \$l_in, '>', '/dev/null', '2>', '/dev/null');
+$listener->pump_nb;
+poll("SELECT count(*) FROM fencing.locks WHERE resource = 'tcp:listener' AND granted", '1')
+  or die 'the listener did not get its lock';
+my $listener_psql = $listener->{KIDS}[0]{PID};
+my $listener_pid = q1("SELECT pid FROM pg_stat_activity WHERE application_name = 'listener'");
+is(q1("SELECT client_addr FROM pg_stat_activity WHERE pid = $listener_pid"), '127.0.0.1', 'listener: connected over TCP');
+kill 'STOP', $listener_psql;
+my $listener_at = time;
+my $listener_gone;
+my $notifier = IPC::Run::start([ $psql, '-X', '-q', '-d', $node->connstr('postgres'), '-c',
+		q{DO $$ BEGIN FOR i IN 1..300 LOOP PERFORM pg_notify('fencing_news', repeat('n', 200)); COMMIT;
+		  PERFORM pg_sleep(0.02); END LOOP; END $$} ], '>', '/dev/null', '2>', '/dev/null');
 my $until = time + 3.5;
 my ($samples, $client_write) = (0, 0);
 while (time < $until)
@@ -87,6 +112,7 @@ while (time < $until)
 		$stopped_blocked_at //= time if $ev eq 'ClientWrite';
 		$stopped_gone = time if $ev eq '';
 	}
+	$listener_gone //= time if !alive($listener_pid);
 	pause 0.125;
 	kill 'CONT', $steady_psql;
 	pause 0.002;
@@ -107,6 +133,14 @@ ok(defined $stopped_gone && $stopped_gone - $stopped_at <= 3.5,
 	'stopped: within lease + 1 s of its stop, plus what the socket buffers absorbed ('
 	  . (defined $stopped_gone ? $stopped_gone - $stopped_at : 'never') . ' s)');
 is(q1("SELECT count(*) FROM fencing.locks WHERE resource = 'tcp:stopped'"), '0', 'stopped: and its lock');
+ok(defined $listener_gone && $listener_gone - $listener_at <= 2.5,
+	'listener: notified while stopped, it loses its session within lease + 1 s of its stop (plus polling) ('
+	  . (defined $listener_gone ? $listener_gone - $listener_at : 'never') . ' s)');
+is(q1("SELECT count(*) FROM fencing.locks WHERE resource = 'tcp:listener'"), '0', 'listener: and its lock');
+is(q1(q{SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'DO %pg_notify%'}), '1',
+	'listener: the notifications were still being sent');
+kill 'CONT', $listener_psql;
+$_->kill_kill for ($listener, $notifier);
 
 kill 'CONT', $stopped_psql;
 $_->kill_kill for ($steady, $stopped);
