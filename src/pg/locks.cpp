@@ -40,6 +40,23 @@ namespace {
     pg_unreachable();
 }
 
+// A new token of a resource whose guard this transaction holds (it validated
+// an older token): the guard makes every acquisition wait for the guarded
+// transactions to end, but a lock never waits for its own holder, so the new
+// token would exist while the write it guarded is uncommitted, and a write
+// made with the new token (on another connection) could commit first.
+[[noreturn]] void report_guarded_here(const Resource& r) {
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_IN_USE),
+                    errmsg("fencing resource \"%.*s\" cannot be acquired in a transaction that validated one of its "
+                           "tokens",
+                           r.len, r.data),
+                    errdetail("A new token of a resource is issued only after every transaction in which "
+                              "fencing.validate() accepted an older token has ended; this transaction is one of "
+                              "them."),
+                    errhint("Commit or roll back the transaction first, then acquire the resource.")));
+    pg_unreachable();
+}
+
 // A transaction-scoped re-acquisition within the statement that took the
 // transaction hold: PostgreSQL evaluates an UPDATE's SET list again when it
 // re-checks a row another transaction updated meanwhile (READ COMMITTED), so
@@ -144,6 +161,10 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
     const bool was_held = holds_resource(rtag);
     const TimestampTz asked_at = wait_ms > 0 ? GetCurrentTimestamp() : 0;
     if (was_held && !reentrant && !same_statement_regrant(r, rtag, session)) report_already_held(r, session);
+    // Only a nested hold of this session's own grant, which keeps its token,
+    // goes ahead in a transaction that validated a token of the resource.
+    if (held_by_me(guard_tag(r.key), kGuardHoldMode) && !(was_held && ledger().find(r.key) != nullptr))
+        report_guarded_here(r);
 
     if (try_only) {
         if (LockAcquire(&rtag, mode, session, true) == LOCKACQUIRE_NOT_AVAIL) return false;
