@@ -107,14 +107,23 @@ is(q1("SELECT pid FROM fencing.locks WHERE resource = 'silence:copy' AND granted
 ok(poll("SELECT wait_event FROM pg_stat_activity WHERE pid = $writer_pid", 'ClientWrite', 10),
 	'ClientWrite: the holder is blocked sending its result');
 
+# Waiters for both, each asking for 8 s.
+my %waiter;
+sub waiter_for
+{
+	my ($name) = @_;
+	my $s = session();
+	send_nb($s, "SELECT fencing.acquire('silence:$name', wait => '8s') IS NOT NULL", 'got');
+	$waiter{$name} = $s;
+	return;
+}
+waiter_for($_) for ('write', 'copy');
+
 # Client that only listens: psql runs LISTEN and the acquisition from its
 # stdin, then waits for more (the pipe stays open) and is stopped; another
 # session sends a notification every 20 ms for 6 s.
-my $l_in = "SET application_name = 'silent-listener';
-LISTEN fencing_news;
-"
-  . "SELECT fencing.acquire('silence:listen', lease => '1s');
-";
+my $l_in = "SET application_name = 'silent-listener';\nLISTEN fencing_news;\n"
+  . "SELECT fencing.acquire('silence:listen', lease => '1s');\n";
 my ($l_out, $l_err) = ('', '');
 my $listener = IPC::Run::start([ $psql, @conn, '-f', '-' ], '<', \$l_in, '>', \$l_out, '2>', \$l_err);
 $listener->pump_nb;
@@ -128,14 +137,7 @@ my $notifier = session();
 send_nb($notifier, q{DO $$ BEGIN FOR i IN 1..300 LOOP PERFORM pg_notify('fencing_news', repeat('n', 200)); COMMIT;
   PERFORM pg_sleep(0.02); END LOOP; END $$}, 'notified');
 
-# Waiters for all three, each asking for 8 s.
-my %waiter;
-for my $name ('write', 'copy', 'listen')
-{
-	my $s = session();
-	send_nb($s, "SELECT fencing.acquire('silence:$name', wait => '8s') IS NOT NULL", 'got');
-	$waiter{$name} = $s;
-}
+waiter_for('listen');
 
 # ---- 2. and 3., while those wait ------------------------------------------------
 
@@ -199,6 +201,7 @@ for my $w ([ 'write', 'ClientWrite', $writer_silent_since, $writer_pid ],
 	my ($name, $what, $since, $pid) = @$w;
 	my ($out, $err) = wait_tag($waiter{$name}, 'got');
 	my $elapsed = time - $since;
+	note sprintf('%s: the lock changed hands %.2f s after the client fell silent', $what, $elapsed);
 	is($out, 't', "$what: the waiter got the lock (stderr: $err)");
 	cmp_ok($elapsed, '<=', 2.5,
 		"$what: the lock changed hands within lease + 1 s of the client's silence (plus polling)");
@@ -242,12 +245,9 @@ is($own->query_safe($show), '0 10min', 'SHOW: the session\'s own values afterwar
 
 my $blocker = session();
 $blocker->query_safe('BEGIN; UPDATE row_sink SET v = v + 1 WHERE id = 1');
-my $r_in = "SET application_name = 'row-waiter';
-"
-  . "SELECT fencing.acquire('busy:row', lease => '1s');
-"
-  . "UPDATE row_sink SET v = v + 10 WHERE id = 1;
-";
+my $r_in = "SET application_name = 'row-waiter';\n"
+  . "SELECT fencing.acquire('busy:row', lease => '1s');\n"
+  . "UPDATE row_sink SET v = v + 10 WHERE id = 1;\n";
 my ($r_out, $r_err) = ('', '');
 my $row_waiter = IPC::Run::start([ $psql, @conn, '-f', '-' ], '<', \$r_in, '>', \$r_out, '2>', \$r_err);
 $row_waiter->pump_nb;

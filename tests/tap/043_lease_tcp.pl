@@ -81,10 +81,7 @@ my ($stopped_gone, $stopped_blocked_at);
 # The listener: LISTEN and the acquisition from psql's stdin, which then stays
 # open with nothing more; notifications every 20 ms for 6 s from another
 # session.
-my $l_in = "SET application_name = 'listener';
-LISTEN fencing_news;
-SELECT fencing.acquire('tcp:listener', lease => '1s');
-";
+my $l_in = "SET application_name = 'listener';\nLISTEN fencing_news;\nSELECT fencing.acquire('tcp:listener', lease => '1s');\n";
 my $listener = IPC::Run::start([ $psql, '-X', '-q', '-d', $tcp, '-f', '-' ], '<', \$l_in, '>', '/dev/null', '2>', '/dev/null');
 $listener->pump_nb;
 poll("SELECT count(*) FROM fencing.locks WHERE resource = 'tcp:listener' AND granted", '1')
