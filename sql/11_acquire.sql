@@ -443,6 +443,36 @@ SELECT count(*) AS rows_written FROM t11_out;
 DEALLOCATE t11_write;
 DROP TABLE t11_out;
 
+-- A transaction that validated a token of a resource cannot get a new token
+-- of it: the new token would exist while a write that token guarded is still
+-- uncommitted (the guard cannot hold back its own session). Every form is
+-- refused with 55006, also after the session's own lock is released in the
+-- transaction; a reentrant re-acquisition of a lock still held returns its
+-- token, and after the transaction the resource is acquired as usual.
+SELECT fencing.acquire('t11:g') AS g1 \gset
+BEGIN;
+SELECT fencing.validate('t11:g', :'g1') = :'g1' AS guarded;
+SELECT fencing.acquire('t11:g', reentrant => true) = :'g1' AS reentrant_same_token;
+SELECT fencing.release('t11:g') AND fencing.release('t11:g') AS released_twice;
+SELECT fencing.acquire('t11:g');
+ROLLBACK;
+SELECT fencing.acquire('t11:g') AS g2 \gset
+BEGIN;
+SELECT fencing.validate('t11:g', :'g2') = :'g2' AS guarded;
+SELECT fencing.release('t11:g');
+SELECT what, pg_temp.sqlstate_of(stmt) AS sqlstate
+  FROM (VALUES
+    (1, 'acquire',          $$SELECT fencing.acquire('t11:g')$$),
+    (2, 'try_acquire',      $$SELECT fencing.try_acquire('t11:g')$$),
+    (3, 'acquire_xact',     $$SELECT fencing.acquire_xact('t11:g')$$),
+    (4, 'try_acquire_xact', $$SELECT fencing.try_acquire_xact('t11:g')$$),
+    (5, 'reentrant',        $$SELECT fencing.acquire('t11:g', reentrant => true)$$)
+  ) AS s(n, what, stmt)
+ ORDER BY n;
+SELECT fencing.current('t11:g') = :'g2' AS no_new_token;
+COMMIT;
+SELECT fencing.acquire_xact('t11:g') > :'g2' AS acquired_after_commit;
+
 -- The 23T01 error names the resource and both tokens in its detail.
 DO $$
 DECLARE

@@ -80,7 +80,8 @@ REVOKE ALL ON SEQUENCE fencing.token_seq FROM PUBLIC;
 -- pg_dump reads the fence state (and locks it, which needs USAGE on the
 -- schema); a restore loads it back with COPY, whose rows move the counter
 -- past their tokens (fence_state_loaded, through advance_past, which allows
--- that to a role that may insert into fencing.fence_state, up to 2^52). The
+-- that to a role that may insert into fencing.fence_state, within the clock
+-- bound: rows past it are refused for any role but a superuser). The
 -- owner thus uses fencing in its database without a further grant.
 GRANT USAGE ON SCHEMA fencing TO pg_database_owner;
 GRANT SELECT, INSERT ON fencing.fence_state TO pg_database_owner;
@@ -228,9 +229,10 @@ CREATE FUNCTION fencing.trigger_args(bytea) RETURNS text[]
 REVOKE ALL ON FUNCTION fencing.trigger_args(bytea) FROM PUBLIC;
 
 -- Moves the token counter past `floor` (never backwards); only the table's
--- owner may, and only a superuser past 2^52. Not for PUBLIC: a floor of the
--- caller's choosing could move the counter every resource shares to its end.
--- Used by the restore trigger of fencing.fence_state.
+-- owner may, and only a superuser past the clock bound (the clock in
+-- microseconds + 4 s). Not for PUBLIC: a floor of the caller's choosing could
+-- move the counter every resource shares to its end. Used by the restore
+-- trigger of fencing.fence_state.
 CREATE FUNCTION fencing.advance_past(tbl regclass, floor bigint) RETURNS bigint
     AS 'MODULE_PATHNAME', 'fencing_advance_past' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION fencing.advance_past(regclass, bigint) FROM PUBLIC;
@@ -238,8 +240,8 @@ GRANT EXECUTE ON FUNCTION fencing.advance_past(regclass, bigint) TO pg_database_
 
 -- Moves the token counter past the largest token of a table protected by
 -- fencing (the floor comes from the table, not from the caller); only the
--- table's owner may, and only for tokens up to 2^52 (22003 beyond). Used by
--- fencing.protect, which runs with its caller's rights.
+-- table's owner may, and only within the clock bound, for every role (22003
+-- beyond). Used by fencing.protect, which runs with its caller's rights.
 CREATE FUNCTION fencing.advance_past_table(tbl regclass) RETURNS bigint
     AS 'MODULE_PATHNAME', 'fencing_advance_past_table' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
@@ -252,7 +254,6 @@ DECLARE
     coltype     oid;
     token_type  oid := 'fencing.token'::regtype;
     n           integer;
-    floor_value bigint;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = '22004';
@@ -330,18 +331,12 @@ BEGIN
                    '~fencing_enforce', r.nspname, r.relname, col, allow_equal::text, on_stale, fence_deletes::text);
 
     -- Tokens issued from now on must be newer than every token the table
-    -- holds; tables holding tokens past 2^52 are refused (22003), so that no
-    -- table owner can move the counter every resource shares near 2^53 (the
-    -- largest integer JavaScript numbers hold exactly) or exhaust it.
-    EXECUTE format('SELECT max(%I::bigint) FROM %I.%I', col, r.nspname, r.relname) INTO floor_value;
-    IF floor_value > 4503599627370496 THEN
-        RAISE EXCEPTION 'table "%" holds fence token %, beyond 4503599627370496', r.relname, floor_value
-              USING ERRCODE = '22003',
-                    DETAIL = 'fencing moves the token counter past a protected table''s tokens only up to 2^52, so that tokens stay below 2^53 (exact in JavaScript numbers) and no table can exhaust the counter every resource shares.',
-                    HINT = 'Protect a table whose tokens are at most 4503599627370496.';
-    ELSIF floor_value IS NOT NULL THEN
-        PERFORM fencing.advance_past_table(tbl);
-    END IF;
+    -- holds. advance_past_table moves the counter only within the clock bound
+    -- (the clock in microseconds + 4 s), for every role: a table holding
+    -- tokens past it and past the counter is refused (22003), so that no
+    -- table can carry the counter every resource shares out of the clock
+    -- bound (where restored copies could issue tokens again) or exhaust it.
+    PERFORM fencing.advance_past_table(tbl);
 
     FOR r IN SELECT t.tgname FROM pg_trigger t
               WHERE t.tgrelid = tbl AND NOT t.tgisinternal AND t.tgenabled <> 'D'

@@ -16,8 +16,14 @@ bool stamp_vouches(const CounterStamp& on_page, const CounterStamp& here, std::u
            on_page.server_start == here.server_start;
 }
 
+std::int64_t floor_limit(std::int64_t clock_us) noexcept {
+    if (clock_us < 0) clock_us = 0;
+    return add_sat(clock_us, 2 * kClockLead) - 1;
+}
+
 CounterPlan plan_next_token(const CounterPage& page, std::int64_t floor, std::uint64_t redo,
-                            const CounterRecord& before, std::int64_t log_ahead, std::int64_t clock_us) noexcept {
+                            const CounterRecord& before, std::int64_t log_ahead, std::int64_t clock_us,
+                            FloorReach reach) noexcept {
     CounterPlan plan;
     if (log_ahead < 2) log_ahead = 2;
     if (clock_us < 0) clock_us = 0;
@@ -37,6 +43,11 @@ CounterPlan plan_next_token(const CounterPage& page, std::int64_t floor, std::ui
         remaining = 0;
     }
     if (token <= floor) {
+        if (reach == FloorReach::clock_bound && floor > floor_limit(clock_us)) {
+            plan.status = CounterStatus::beyond_bound;
+            plan.bound = floor_limit(clock_us);
+            return plan;
+        }
         if (floor == INT64_MAX) {
             plan.status = CounterStatus::exhausted;
             return plan;
@@ -55,7 +66,8 @@ CounterPlan plan_next_token(const CounterPage& page, std::int64_t floor, std::ui
         plan.wait_us = token - limit;
         return plan;
     } else {
-        // Moved far past the clock by a floor: outside the clock bound.
+        // Moved far past the clock by an unbounded floor, or the clock was
+        // set back: outside the clock bound.
         plan.covered = add_sat(token, log_ahead);
     }
     const CounterRecord newest{page.lsn, page.is_called ? page.last_value + page.log_cnt : page.last_value};

@@ -32,9 +32,16 @@
 //    recovery) or kept across a restart has no matching stamp: it is a fresh
 //    counter and starts at the clock bound.
 //
-// Counters moved by a floor (fencing.advance_past) more than kClockLead
-// beyond the clock bound are outside it: they log ahead as before and are
-// protected by their WAL alone.
+// A floor (a value the next token must exceed: protect's table, a restored
+// fence state row) moves the counter only within the clock bound: a floor
+// whose next token would run past the bound by at most kClockLead waits for
+// the clock like any token; one beyond that (floor_limit) is refused, so that
+// no table and no restore can carry the counter out of the clock bound.
+// Only a caller that accepts the cost (FloorReach::unbounded: a superuser's
+// fencing.advance_past) moves it further; such a counter, and one whose
+// clock was set back by more than kClockLead, is outside the bound: it logs
+// ahead as before and is protected by its WAL alone, so copies and restores
+// made while it is ahead of the clock can issue its tokens again.
 #pragma once
 #include "core/no_postgres.hpp"
 
@@ -88,7 +95,19 @@ enum class CounterAction {
     wait_for_clock,  // the token would run past the clock bound: wait wait_us, then plan again
 };
 
-enum class CounterStatus { ok, exhausted };
+// The largest floor that may move the counter at clock_us within the clock
+// bound: its next token is then at most kClockLead past the bound, which the
+// plan waits out (the clock + 2 * kClockLead - 1).
+std::int64_t floor_limit(std::int64_t clock_us) noexcept;
+
+// Whether a floor may move the counter past floor_limit.
+enum class FloorReach { clock_bound, unbounded };
+
+enum class CounterStatus {
+    ok,
+    exhausted,
+    beyond_bound,  // the floor is past floor_limit (FloorReach::clock_bound): nothing is issued
+};
 
 struct CounterPlan {
     CounterStatus status = CounterStatus::ok;
@@ -99,15 +118,17 @@ struct CounterPlan {
     // new record, whose LSN only the caller learns.
     CounterRecord covering;
     std::int64_t wait_us = 0;  // wait_for_clock: how long
+    std::int64_t bound = 0;    // beyond_bound: floor_limit at clock_us
 };
 
 // The plan for the next token, greater than `floor` too. `redo` is the redo
 // point of the current checkpoint; `before` a record older than the page's
 // newest that the caller saw (lsn 0 when none); `log_ahead` >= 2 the most
 // values one record covers; `clock_us` the wall clock in microseconds since
-// 1970.
+// 1970; `reach` how far the floor may move the counter.
 CounterPlan plan_next_token(const CounterPage& page, std::int64_t floor, std::uint64_t redo,
-                            const CounterRecord& before, std::int64_t log_ahead, std::int64_t clock_us) noexcept;
+                            const CounterRecord& before, std::int64_t log_ahead, std::int64_t clock_us,
+                            FloorReach reach = FloorReach::clock_bound) noexcept;
 
 // The newest two records a backend has seen of the counter.
 class SeenRecords {

@@ -11,18 +11,24 @@ std::int64_t lease_sampling_period_ms(std::int64_t lease_ms) noexcept {
     return p;
 }
 
-std::int64_t LeaseClock::sample(std::int64_t now_us, bool client_wait, std::uint64_t progress) noexcept {
-    if (!client_wait) {
-        waiting_ = false;
+std::int64_t LeaseClock::sample(std::int64_t now_us, const LeaseSample& s) noexcept {
+    if (s.wait == BackendWait::busy) {
+        silent_ = false;
+        last_ = s.wait;
         return 0;
     }
-    if (!waiting_ || progress != progress_ || now_us < since_us_) {
-        waiting_ = true;
+    // The send queue moved while the backend stayed blocked on it: only the
+    // client can have done that.
+    const bool took_data = last_ == BackendWait::client_write && s.drained != drained_;
+    const bool restart = !silent_ || s.sent != sent_ || took_data || now_us < since_us_;
+    if (restart) {
+        silent_ = true;
         since_us_ = now_us;
-        progress_ = progress;
-        return 0;
     }
-    return now_us - since_us_;
+    sent_ = s.sent;
+    drained_ = s.drained;
+    last_ = s.wait;
+    return restart ? 0 : now_us - since_us_;
 }
 
 }  // namespace fencing::core

@@ -400,10 +400,12 @@ Record log_counter(Relation rel, Buffer buf, std::int64_t token, std::int64_t co
 struct Issued {
     std::int64_t token;
     Record covering;  // a record covering the token, to be flushed before it leaves
+    std::int64_t beyond_bound = 0;  // nonzero: nothing issued, the floor is past this bound
 };
 
-// The next token, greater than `floor` too.
-Issued next_counter_value(Oid seq, std::int64_t floor) {
+// The next token, greater than `floor` too (within the clock bound, unless
+// `reach` is unbounded).
+Issued next_counter_value(Oid seq, std::int64_t floor, core::FloorReach reach) {
     if (RecoveryInProgress())
         ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
                         errmsg("cannot acquire a fencing lock during recovery"),
@@ -429,7 +431,7 @@ Issued next_counter_value(Oid seq, std::int64_t floor) {
                                   page_vouched(rel, page)};
         if (state.vouched)
             seen.observe(Record{state.lsn, state.is_called ? state.last_value + state.log_cnt : state.last_value});
-        plan = core::plan_next_token(state, floor, GetRedoRecPtr(), seen.before(), log_ahead(), clock_us());
+        plan = core::plan_next_token(state, floor, GetRedoRecPtr(), seen.before(), log_ahead(), clock_us(), reach);
         if (plan.action != core::CounterAction::wait_for_clock) break;
         // The counter is at the clock bound: wait (without the buffer lock)
         // for the clock to move past it.
@@ -442,6 +444,12 @@ Issued next_counter_value(Oid seq, std::int64_t floor) {
         relation_close(rel, NoLock);
         ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
                         errmsg("fencing token counter reached its maximum value")));
+    }
+    if (plan.status == core::CounterStatus::beyond_bound) {
+        UnlockReleaseBuffer(buf);
+        relation_close(rel, NoLock);
+        Issued none{0, Record{}, plan.bound};
+        return none;
     }
     Issued out{plan.token, plan.covering};
     switch (plan.action) {
@@ -498,7 +506,7 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
     // commit record of this transaction still flushes them, being written
     // after.
     const XLogRecPtr saved_last_rec_end = XactLastRecEnd;
-    Issued issued = next_counter_value(seq_oid, 0);
+    Issued issued = next_counter_value(seq_oid, 0, core::FloorReach::clock_bound);
 
     Relation rel = table_open(state_oid, RowExclusiveLock);
     check_layout(rel);
@@ -519,7 +527,10 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
         }
         // The resource already holds a newer token than the counter's: move
         // the counter past it (the token just drawn is never handed out).
-        issued = next_counter_value(seq_oid, stored);
+        // Unbounded: only the module and bounded floors write the fence
+        // state's tokens, so a stored token past the clock bound was put
+        // there by a superuser, and refusing would lock the resource.
+        issued = next_counter_value(seq_oid, stored, core::FloorReach::unbounded);
     }
     table_close(rel, RowExclusiveLock);
     if (!TransactionIdIsValid(GetTopTransactionIdIfAny())) XactLastRecEnd = saved_last_rec_end;
@@ -537,11 +548,19 @@ StateRow read_state(std::uint64_t key, const char* resource, int len) {
     return f.row;
 }
 
-std::int64_t advance_counter_past(std::int64_t floor) {
+Advanced advance_counter_past(std::int64_t floor, bool unbounded) {
     const Oids& o = oids();
-    Issued issued = next_counter_value(o.seq, floor);
+    Issued issued =
+        next_counter_value(o.seq, floor, unbounded ? core::FloorReach::unbounded : core::FloorReach::clock_bound);
+    Advanced out;
+    if (issued.beyond_bound != 0) {
+        out.bound = issued.beyond_bound;
+        return out;
+    }
     make_covering_durable(issued.covering);
-    return issued.token;
+    out.moved = true;
+    out.token = issued.token;
+    return out;
 }
 
 

@@ -36,7 +36,14 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
 StateRow read_state(std::uint64_t key, const char* resource, int len);
 
 // Moves the token counter past `floor` (never backwards): every token issued
-// from now on is greater. Returns the counter's value afterwards.
-std::int64_t advance_counter_past(std::int64_t floor);
+// from now on is greater. Within the clock bound (core::floor_limit) unless
+// `unbounded`: a floor past it moves nothing and comes back as !moved, with
+// the bound it exceeded.
+struct Advanced {
+    bool moved = false;
+    std::int64_t token = 0;  // moved: the counter's value afterwards
+    std::int64_t bound = 0;  // !moved: the largest floor accepted
+};
+Advanced advance_counter_past(std::int64_t floor, bool unbounded);
 
 }  // namespace fencing::pg

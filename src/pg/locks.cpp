@@ -16,13 +16,6 @@ using namespace fencing::pg;
 
 namespace {
 
-// The largest token a table may hold for fencing to move the counter past it
-// on a non-superuser's behalf (protect): 2^52. Tokens then stay below 2^53,
-// the largest integer JavaScript numbers hold exactly, for at least 2^52
-// more acquisitions, and no table owner can exhaust the counter every
-// resource shares.
-constexpr std::int64_t kProtectBound = INT64_C(4503599627370496);  // 2^52
-
 [[noreturn]] void report_not_acquired(const Resource& r, std::int64_t wait_ms) {
     ereport(ERROR, (errcode(ERRCODE_LOCK_NOT_AVAILABLE),
                     errmsg("could not acquire fencing lock on resource \"%.*s\"", r.len, r.data),
@@ -44,6 +37,23 @@ constexpr std::int64_t kProtectBound = INT64_C(4503599627370496);  // 2^52
                               scope, session ? "acquire" : "acquire_xact"),
                     errhint("Release the lock first, or pass reentrant => true to nest the hold and get its token "
                             "back.")));
+    pg_unreachable();
+}
+
+// A new token of a resource whose guard this transaction holds (it validated
+// an older token): the guard makes every acquisition wait for the guarded
+// transactions to end, but a lock never waits for its own holder, so the new
+// token would exist while the write it guarded is uncommitted, and a write
+// made with the new token (on another connection) could commit first.
+[[noreturn]] void report_guarded_here(const Resource& r) {
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_IN_USE),
+                    errmsg("fencing resource \"%.*s\" cannot be acquired in a transaction that validated one of its "
+                           "tokens",
+                           r.len, r.data),
+                    errdetail("A new token of a resource is issued only after every transaction in which "
+                              "fencing.validate() accepted an older token has ended; this transaction is one of "
+                              "them."),
+                    errhint("Commit or roll back the transaction first, then acquire the resource.")));
     pg_unreachable();
 }
 
@@ -176,6 +186,10 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
         report_held_for_other_resource(r);
     }
     if (was_held && !reentrant && !same_statement_regrant(r, rtag, session)) report_already_held(r, session);
+    // Only a nested hold of this session's own grant, which keeps its token,
+    // goes ahead in a transaction that validated a token of the resource.
+    if (held_by_me(guard_tag(r.key), kGuardHoldMode) && !(was_held && ledger().find(r.key) != nullptr))
+        report_guarded_here(r);
 
     if (try_only) {
         if (LockAcquire(&rtag, mode, session, true) == LOCKACQUIRE_NOT_AVAIL) return false;
@@ -423,14 +437,19 @@ namespace {
 
 bool owns_table(Oid relid) { return compat::is_relation_owner(relid, GetUserId()); }
 
-[[noreturn]] void report_beyond_bound(const char* relname, std::int64_t top) {
+// The clock bound (core::floor_limit), for the messages: no floor moves the
+// counter past it on a protected table's or a non-superuser's behalf.
+[[noreturn]] void report_beyond_bound(const char* relname, std::int64_t top, std::int64_t bound) {
     ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
                     errmsg("table \"%s\" holds fence token %lld, beyond %lld", relname, static_cast<long long>(top),
-                           static_cast<long long>(kProtectBound)),
-                    errdetail("fencing moves the token counter past a protected table's tokens only up to 2^52, so "
-                              "that tokens stay below 2^53 (exact in JavaScript numbers) and no table can exhaust "
-                              "the counter every resource shares."),
-                    errhint("Protect a table whose tokens are at most %lld.", static_cast<long long>(kProtectBound))));
+                           static_cast<long long>(bound)),
+                    errdetail("fencing moves the token counter past a protected table's tokens only up to the clock "
+                              "bound, the wall clock in microseconds since 1970 plus 4 s, so that a restored copy of "
+                              "the database never issues a token again and no table can exhaust the counter every "
+                              "resource shares."),
+                    errhint("Protect a table whose tokens are at most the clock in microseconds plus 4 s, or have "
+                            "a superuser move the counter past them first with fencing.advance_past, which takes "
+                            "the counter out of the clock bound.")));
     pg_unreachable();
 }
 
@@ -438,8 +457,8 @@ bool owns_table(Oid relid) { return compat::is_relation_owner(relid, GetUserId()
 
 // Moves the token counter past the largest token a table protected by fencing
 // holds (the column its fencing trigger names), for fencing.protect. Only the
-// table's owner may, and only up to 2^52: the floor comes from the table,
-// never from the caller.
+// table's owner may, and only within the clock bound, superuser or not: the
+// floor comes from the table, never from the caller.
 FENCING_FUNCTION(fencing_advance_past_table) {
     return guarded("fencing.advance_past_table", [&]() -> Datum {
         if (PG_ARGISNULL(0))
@@ -472,8 +491,9 @@ FENCING_FUNCTION(fencing_advance_past_table) {
         const std::int64_t top = isnull ? 0 : DatumGetInt64(d);
         SPI_finish();
         if (isnull) PG_RETURN_NULL();
-        if (top > kProtectBound) report_beyond_bound(relname, top);
-        PG_RETURN_INT64(advance_counter_past(top));
+        const Advanced a = advance_counter_past(top, false);
+        if (!a.moved) report_beyond_bound(relname, top, a.bound);
+        PG_RETURN_INT64(a.token);
     });
 }
 
@@ -495,14 +515,19 @@ FENCING_FUNCTION(fencing_advance_past) {
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                             errmsg("must be owner of table %s", get_rel_name(relid))));
         // The counter is shared by every resource of the database: only a
-        // superuser may move it past 2^52 (EXECUTE is not granted to PUBLIC
-        // anyway; a role it is granted to is held to the same bound).
+        // superuser may move it past the clock bound (EXECUTE is not granted
+        // to PUBLIC anyway; a role it is granted to, pg_database_owner for
+        // restores, is held to the bound).
         const std::int64_t floor = PG_GETARG_INT64(1);
-        if (floor > kProtectBound && !superuser())
+        const Advanced a = advance_counter_past(floor, superuser());
+        if (!a.moved)
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                             errmsg("only a superuser may move the fence token counter past %lld",
-                                   static_cast<long long>(kProtectBound)),
-                            errdetail("The floor given is %lld.", static_cast<long long>(floor))));
-        PG_RETURN_INT64(advance_counter_past(floor));
+                                   static_cast<long long>(a.bound)),
+                            errdetail("The floor given is %lld. Other roles move the counter at most to the clock "
+                                      "bound, the wall clock in microseconds since 1970 plus 4 s, so that a restored "
+                                      "copy of the database never issues a token again.",
+                                      static_cast<long long>(floor))));
+        PG_RETURN_INT64(a.token);
     });
 }

@@ -13,6 +13,7 @@ extern "C" {
 #else
 #include "pgstat.h"
 #endif
+#include "tcop/tcopprot.h"
 #include "utils/timeout.h"
 }
 
@@ -31,9 +32,13 @@ core::HoldLedger the_guards;
 //
 // While the session holds any leased hold (a leased fencing lock, or a guard
 // of a validate()-guarded transaction whose grant has a lease), a periodic
-// timer samples the backend's wait event. ClientRead or ClientWrite means the
-// backend is waiting for its client: idle, idle in a transaction, waiting for
-// COPY data, or blocked sending a result. When one uninterrupted client wait
+// timer samples what the backend is doing (core::LeaseSample). ClientRead or
+// ClientWrite means the backend is waiting for its client: idle, idle in a
+// transaction, waiting for COPY data, or blocked sending a result; no wait
+// for the client and no statement under way (debug_query_string unset) means
+// it is idle but busy with work of its own for the session, such as
+// delivering NOTIFY messages: the client is silent all the same. Anything
+// else is a statement at work, alive. When one uninterrupted silence
 // (core::LeaseClock) outlasts the shortest lease still held, the handler ends
 // the session the way die() does; PostgreSQL's client read/write interrupt
 // processing then ends even a backend blocked on its socket, and the lock
@@ -43,7 +48,8 @@ core::HoldLedger the_guards;
 // apply_leases() (no C++ container), and calls only async-signal-safe code.
 // It looks at the lock manager's backend-local table (LockHeldByMe) only when
 // the backend is waiting for its client, i.e. blocked in WaitEventSetWait and
-// not inside the lock manager.
+// not inside the lock manager (a NOTIFY delivery blocked on a full socket
+// waits there too, inside its transaction but outside the lock manager).
 
 struct Enforced {
     std::uint64_t key;
@@ -65,36 +71,49 @@ core::LeaseClock lease_clock;
 volatile sig_atomic_t ended_lease_ms = 0;
 volatile sig_atomic_t ended_held = 0;
 
-// A counter that moves whenever the client does something the server can see
-// without reading the connection: a statement begins, the backend's
-// pg_stat_activity entry changes (statement start and end, COPY progress),
-// the client takes data off the socket (the send queue shrinks), or, on TCP,
-// bytes arrive or are acknowledged. Only syscalls and plain reads: it runs in
-// the timer's signal handler.
+// What the backend is doing, and the counters of core::LeaseSample: `sent`
+// moves when the client sends something (a message begins: the statement
+// start, a plain read of xact.c's variable set for every message whatever
+// track_activities says; COPY FROM data arrives: the command's progress
+// counters; on TCP, bytes arrive), `drained` when the send queue moves (its
+// length; on TCP, bytes acknowledged). The backend's pg_stat_activity entry
+// as a whole is no such signal: it also changes for the server's own work
+// (each NOTIFY delivered runs a transaction). Only syscalls and plain reads:
+// it runs in the timer's signal handler.
 struct TcpInfoPrefix {  // the start of Linux's struct tcp_info (ABI, append-only)
     std::uint8_t bytes8[8];
     std::uint32_t words[24];
     std::uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
 };
 
-std::uint64_t client_progress() {
-    // Statement start (a plain read of xact.c's variable, set for every
-    // message from the client whatever track_activities says), and the
-    // backend's pg_stat_activity entry, which COPY's progress reporting moves.
-    std::uint64_t p = static_cast<std::uint64_t>(GetCurrentStatementStartTimestamp());
-    if (MyBEEntry != nullptr) p += static_cast<std::uint64_t>(MyBEEntry->st_changecount) << 40;
-    if (MyProcPort == nullptr) return p;
+core::LeaseSample sample_backend(std::uint32_t wait_event) {
+    core::LeaseSample s;
+    if (wait_event == WAIT_EVENT_CLIENT_READ)
+        s.wait = core::BackendWait::client_read;
+    else if (wait_event == WAIT_EVENT_CLIENT_WRITE)
+        s.wait = core::BackendWait::client_write;
+    else if (debug_query_string == nullptr)
+        s.wait = core::BackendWait::idle_work;  // no statement under way
+    else
+        s.wait = core::BackendWait::busy;
+    s.sent = static_cast<std::uint64_t>(GetCurrentStatementStartTimestamp());
+    if (MyBEEntry != nullptr)
+        for (int i = 0; i < PGSTAT_NUM_PROGRESS_PARAM; ++i)
+            s.sent += static_cast<std::uint64_t>(MyBEEntry->st_progress_param[i]) << 20;
+    if (MyProcPort == nullptr) return s;
     // The socket is the first member of struct Port (libpq/libpq-be.h, which
     // cannot be included here without the GSSAPI headers).
     const pgsocket sock = *reinterpret_cast<const pgsocket*>(MyProcPort);
-    if (sock == PGINVALID_SOCKET) return p;
+    if (sock == PGINVALID_SOCKET) return s;
     int queued = 0;
-    if (ioctl(sock, SIOCOUTQ, &queued) == 0) p += static_cast<std::uint64_t>(queued) << 16;
+    if (ioctl(sock, SIOCOUTQ, &queued) == 0) s.drained += static_cast<std::uint64_t>(queued);
     TcpInfoPrefix info;
     socklen_t len = sizeof info;
-    if (getsockopt(sock, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 && len >= sizeof info)
-        p += (info.bytes_acked + info.bytes_received) << 24;
-    return p;
+    if (getsockopt(sock, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 && len >= sizeof info) {
+        s.drained += info.bytes_acked << 24;
+        s.sent += info.bytes_received << 44;
+    }
+    return s;
 }
 
 bool enforced_held(const Enforced& e) {
@@ -107,9 +126,15 @@ void lease_tick() {
     const int saved_errno = errno;
     if (ended_lease_ms == 0 && shortest_lease_ms > 0 && MyProc != nullptr) {
         const std::uint32_t ev = *static_cast<volatile std::uint32_t*>(&MyProc->wait_event_info);
-        const bool client = ev == WAIT_EVENT_CLIENT_READ || ev == WAIT_EVENT_CLIENT_WRITE;
+        const core::LeaseSample s = sample_backend(ev);
         const std::int64_t now = GetCurrentTimestamp();
-        lease_clock.sample(now, client, client_progress());
+        lease_clock.sample(now, s);
+        // The silence counts in every sample that is not busy, but only a
+        // backend blocked waiting for its client is ended from here: only
+        // then is it certainly outside the lock manager, whose local table
+        // enforced_held() reads (work between statements runs transactions).
+        // A backend at such work waits for its client again within moments.
+        const bool client = s.wait == core::BackendWait::client_read || s.wait == core::BackendWait::client_write;
         if (client && lease_clock.over(now, shortest_lease_ms)) {
             // Never end a session whose leased locks are all gone: ask the
             // lock manager which are still held, and their shortest lease.

@@ -169,9 +169,23 @@ SELECT results_eq($$SELECT fencing.current('pgtap:a')::bigint$$, $$SELECT t::big
 SELECT throws_ok($$SELECT fencing.acquire('pgtap:a')$$, '55006', NULL, 'a plain acquire of a held resource: 55006');
 SELECT results_eq($$SELECT fencing.acquire('pgtap:a', reentrant => true)::bigint$$, $$SELECT t::bigint FROM pgtap_tok WHERE name = 'a1'$$,
                   'a reentrant acquire returns the same token');
-SELECT results_eq($$SELECT fencing.validate('pgtap:a', t)::bigint FROM pgtap_tok WHERE name = 'a1'$$,
+-- validate() in a subtransaction that is rolled back: its guard goes with it,
+-- so that this file's one transaction may acquire the resource again below (a
+-- transaction that holds the guard may not: 55006).
+CREATE FUNCTION pg_temp.validate_undone(r text, t bigint) RETURNS bigint LANGUAGE plpgsql AS $fn$
+BEGIN
+    BEGIN
+        RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = fencing.validate(r, t)::text;
+    EXCEPTION WHEN SQLSTATE 'P0001' THEN
+        RETURN SQLERRM::bigint;
+    END;
+END
+$fn$;
+SELECT results_eq($$SELECT pg_temp.validate_undone('pgtap:a', t)::bigint FROM pgtap_tok WHERE name = 'a1'$$,
                   $$SELECT t::bigint FROM pgtap_tok WHERE name = 'a1'$$,
                   'validate returns the token while it is held');
+SELECT is((SELECT count(*)::int FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objsubid = 32259),
+          0, 'the guard of a validate() whose subtransaction rolled back is gone');
 SELECT results_eq($$SELECT resource COLLATE "default", scope, granted FROM fencing.locks WHERE pid = pg_backend_pid()$$,
                   $$VALUES ('pgtap:a'::text, 'session'::text, true)$$,
                   'fencing.locks shows the session hold once');

@@ -13,7 +13,7 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use FindBin;
 use lib $FindBin::Bin;
-use FencingTAP qw(send_nb wait_tag psql_sqlstate);
+use FencingTAP qw(send_nb wait_tag psql_sqlstate pause);
 
 my $node = PostgreSQL::Test::Cluster->new('leases');
 $node->init;
@@ -119,7 +119,7 @@ my $talk_failures = 0;
 my $talk_started = time;
 for my $i (1 .. 12)
 {
-	sleep 0.25;
+	pause 0.25;
 	my (undef, $failed) = $talk->query($i % 2 ? 'SELECT 1' : "SELECT fencing.renew('lease:talk')");
 	$talk_failures += $failed;
 }

@@ -23,7 +23,7 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use FindBin;
 use lib $FindBin::Bin;
-use FencingTAP qw(send_nb wait_tag);
+use FencingTAP qw(send_nb wait_tag pause);
 
 my $node = PostgreSQL::Test::Cluster->new('guard');
 $node->init;
@@ -70,7 +70,7 @@ BEGIN;
 UPDATE log SET committed_at = clock_timestamp() WHERE worker = 'N';
 COMMIT;
 SELECT :t2}, 'got');
-	sleep 0.5;
+	pause 0.5;
 	is(q1(q{SELECT fencing.current('log:1')}), $t1,
 		'the next acquisition does not issue a token while the guarded transaction is open');
 	$store->query_safe("UPDATE log SET committed_at = clock_timestamp() WHERE worker = 'S'; COMMIT");
@@ -153,7 +153,7 @@ SELECT :t2}, 'got');
 	$a->query_safe("BEGIN; SELECT fencing.validate('dl:x', $ta); SELECT fencing.release('dl:x')");
 	# B waits for A's guard of dl:x; A then waits for B's dl:y.
 	send_nb($b, "\\set VERBOSITY verbose\nSELECT fencing.acquire('dl:x')", 'b');
-	sleep 0.3;
+	pause 0.3;
 	send_nb($a, "\\set VERBOSITY verbose\nSELECT fencing.acquire('dl:y')", 'a');
 	my (undef, $err_a) = wait_tag($a, 'a');
 	my (undef, $err_b) = wait_tag($b, 'b');

@@ -5,7 +5,16 @@
 #     byte counters show it reading between the samples (a COPY would show
 #     its progress through pg_stat_progress_copy, a SELECT has nothing else);
 #   - a client stopped for good loses its lock within lease + 1 s of its
-#     backend blocking on it.
+#     backend blocking on it;
+#   - an idle client that LISTENs, stopped while NOTIFY traffic keeps
+#     arriving for it (its kernel acknowledges the notifications, so the
+#     socket's counters move without the client doing anything), loses its
+#     lock within lease + 1 s of its stop.
+#
+# The stops and continues are timed with FencingTAP::pause: the kernel sends
+# the test a SIGCHLD at each, and from PostgreSQL 17 on the TAP framework
+# handles SIGCHLD, which cuts a plain sleep short (the reader was stopped
+# again within microseconds of being continued, and never read).
 use strict;
 use warnings;
 
@@ -14,6 +23,9 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
 use Time::HiRes qw(time sleep);
+use FindBin;
+use lib $FindBin::Bin;
+use FencingTAP qw(pause);
 
 my $node = PostgreSQL::Test::Cluster->new('lease_tcp');
 $node->init;
@@ -65,12 +77,30 @@ my ($stopped, $stopped_psql, $stopped_pid) = start_reader('stopped',
 kill 'STOP', $stopped_psql;
 my $stopped_at = time;
 my ($stopped_gone, $stopped_blocked_at);
+
+# The listener: LISTEN and the acquisition from psql's stdin, which then stays
+# open with nothing more; notifications every 20 ms for 6 s from another
+# session.
+my $l_in = "SET application_name = 'listener';\nLISTEN fencing_news;\nSELECT fencing.acquire('tcp:listener', lease => '1s');\n";
+my $listener = IPC::Run::start([ $psql, '-X', '-q', '-d', $tcp, '-f', '-' ], '<', \$l_in, '>', '/dev/null', '2>', '/dev/null');
+$listener->pump_nb;
+poll("SELECT count(*) FROM fencing.locks WHERE resource = 'tcp:listener' AND granted", '1')
+  or die 'the listener did not get its lock';
+my $listener_psql = $listener->{KIDS}[0]{PID};
+my $listener_pid = q1("SELECT pid FROM pg_stat_activity WHERE application_name = 'listener'");
+is(q1("SELECT client_addr FROM pg_stat_activity WHERE pid = $listener_pid"), '127.0.0.1', 'listener: connected over TCP');
+kill 'STOP', $listener_psql;
+my $listener_at = time;
+my $listener_gone;
+my $notifier = IPC::Run::start([ $psql, '-X', '-q', '-d', $node->connstr('postgres'), '-c',
+		q{DO $$ BEGIN FOR i IN 1..300 LOOP PERFORM pg_notify('fencing_news', repeat('n', 200)); COMMIT;
+		  PERFORM pg_sleep(0.02); END LOOP; END $$} ], '>', '/dev/null', '2>', '/dev/null');
 my $until = time + 3.5;
 my ($samples, $client_write) = (0, 0);
 while (time < $until)
 {
 	kill 'STOP', $steady_psql;
-	sleep 0.125;
+	pause 0.125;
 	$samples++;
 	$client_write++ if q1("SELECT wait_event FROM pg_stat_activity WHERE pid = $steady_pid") eq 'ClientWrite';
 	if (!defined $stopped_gone)
@@ -79,24 +109,17 @@ while (time < $until)
 		$stopped_blocked_at //= time if $ev eq 'ClientWrite';
 		$stopped_gone = time if $ev eq '';
 	}
-	sleep 0.125;
+	$listener_gone //= time if !alive($listener_pid);
+	pause 0.125;
 	kill 'CONT', $steady_psql;
-	sleep 0.002;
+	pause 0.002;
 }
-my $saw_client_write = $client_write >= $samples / 2;
 note "steady: ClientWrite in $client_write of $samples samples";
-SKIP:
-{
-	# Known limitation, documented in docs/leases-and-pools.md: on 17 and 18
-	# the slow but steady reader is not yet told apart from a silent one (nor
-	# does its backend wait in ClientWrite as 15's does).
-	skip 'a slow reader over TCP is not yet told apart from a silent one on PostgreSQL 17 and later', 3
-	  if $node->pg_version >= 17;
-	ok($saw_client_write, 'steady: its backend waits for the client (ClientWrite) most of the time');
-	ok(alive($steady_pid), 'steady: a client that keeps reading, slowly, keeps its session');
-	is(q1("SELECT pid FROM fencing.locks WHERE resource = 'tcp:steady' AND granted"), $steady_pid,
-		'steady: and its lock, after 3.5x the lease');
-}
+cmp_ok($samples, '<=', 15, 'the loop ran at its pace (about 14 samples in 3.5 s): its pauses were not cut short');
+cmp_ok($client_write, '>=', $samples / 2, 'steady: its backend waits for the client (ClientWrite) most of the time');
+ok(alive($steady_pid), 'steady: a client that keeps reading, slowly, keeps its session');
+is(q1("SELECT pid FROM fencing.locks WHERE resource = 'tcp:steady' AND granted"), $steady_pid,
+	'steady: and its lock, after 3.5x the lease');
 # The server sees the silence once the kernel's socket buffers are full and
 # the backend blocks (ClientWrite): the lease counts from there.
 ok(defined $stopped_gone, 'stopped: a client stopped for good loses its session');
@@ -107,6 +130,14 @@ ok(defined $stopped_gone && $stopped_gone - $stopped_at <= 3.5,
 	'stopped: within lease + 1 s of its stop, plus what the socket buffers absorbed ('
 	  . (defined $stopped_gone ? $stopped_gone - $stopped_at : 'never') . ' s)');
 is(q1("SELECT count(*) FROM fencing.locks WHERE resource = 'tcp:stopped'"), '0', 'stopped: and its lock');
+ok(defined $listener_gone && $listener_gone - $listener_at <= 2.5,
+	'listener: notified while stopped, it loses its session within lease + 1 s of its stop (plus polling) ('
+	  . (defined $listener_gone ? $listener_gone - $listener_at : 'never') . ' s)');
+is(q1("SELECT count(*) FROM fencing.locks WHERE resource = 'tcp:listener'"), '0', 'listener: and its lock');
+is(q1(q{SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'DO %pg_notify%'}), '1',
+	'listener: the notifications were still being sent');
+kill 'CONT', $listener_psql;
+$_->kill_kill for ($listener, $notifier);
 
 kill 'CONT', $stopped_psql;
 $_->kill_kill for ($steady, $stopped);

@@ -45,7 +45,7 @@ use Time::HiRes qw(time sleep);
 use List::Util qw(max min);
 use FindBin;
 use lib $FindBin::Bin;
-use FencingTAP qw(quietly storm_script run_storm);
+use FencingTAP qw(quietly storm_script run_storm pause);
 
 my $profile = $ENV{FENCING_PROFILE} // 'quick';
 my $seed = $ENV{FENCING_FAILOVER_SEED} // int(time() * 1000) % 1_000_000_007;
@@ -251,7 +251,7 @@ SELECT :t;});
 	$standby->stop('immediate');
 	$primary->safe_psql($db, "ALTER SYSTEM SET synchronous_standby_names = 'standby_late'; SELECT pg_reload_conf();");
 	$primary->poll_query_until($db, q{SELECT current_setting('synchronous_standby_names') = 'standby_late'});
-	sleep 1;    # the checkpointer publishes the new setting to the backends
+	pause 1;    # the checkpointer publishes the new setting to the backends
 	# synchronous_commit = local: only the acquisition itself may wait for
 	# the standby, not the commit of its transaction.
 	my ($out, $ret) = quietly(sub { $s->query(q{SET synchronous_commit = local; SET statement_timeout = '2s'; SELECT fencing.acquire_xact('late:a');}) });

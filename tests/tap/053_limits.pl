@@ -274,7 +274,12 @@ BEGIN
       WHEN 3 THEN
         t := fencing.acquire(r, '1s', '1h');          -- with a wait and a lease
         PERFORM fencing.renew(r);
-        PERFORM fencing.validate(r, t);
+        BEGIN  -- validate()'s guard ends with this subtransaction: r comes back in this transaction
+          PERFORM fencing.validate(r, t);
+          RAISE EXCEPTION USING ERRCODE = 'P0001';
+        EXCEPTION WHEN SQLSTATE 'P0001' THEN
+          NULL;
+        END;
         PERFORM fencing.release(r);
       WHEN 4 THEN
         t := fencing.try_acquire(r);

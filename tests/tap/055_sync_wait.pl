@@ -10,7 +10,10 @@
 #     cancel ends the wait with SQLSTATE 57014 (never a class-08 code, which
 #     tells connection pools the connection is broken), the session holds no
 #     lock afterwards, and a later acquisition gets a greater token;
-#   - once the standby is back, acquisitions succeed again.
+#   - once the standby is back, acquisitions succeed again;
+#   - a session whose counter record is already flushed locally (it acquired
+#     before synchronous_standby_names was set) still waits for the standby
+#     for its next token, which that record covers, under every value.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -19,7 +22,7 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use FindBin;
 use lib $FindBin::Bin;
-use FencingTAP qw(psql_sqlstate send_nb wait_tag);
+use FencingTAP qw(psql_sqlstate send_nb wait_tag pause);
 
 my $db = 'postgres';
 my @modes = ('off', 'local', 'remote_write', 'on', 'remote_apply');
@@ -119,6 +122,42 @@ for my $mode (@modes)
 	my ($state, $out) = psql_sqlstate($primary, $db,
 		"SET synchronous_commit = $mode; SELECT fencing.acquire_xact('gone:cancel') > $failed_at");
 	is("$state|$out", '|t', "synchronous_commit = $mode, standby back: acquisition succeeds with a greater token");
+}
+
+# ---- a record flushed locally before the standby was configured ----------------------------
+# A backend skips the flush of a record it knows to be flushed; with a
+# synchronous standby configured it must not skip the standby's confirmation.
+sub set_sync_names
+{
+	my ($names) = @_;
+	$primary->safe_psql($db, "ALTER SYSTEM SET synchronous_standby_names = '$names'; SELECT pg_reload_conf()");
+	$primary->poll_query_until($db, "SELECT current_setting('synchronous_standby_names') = '$names'") or die;
+	pause 1;    # the checkpointer publishes the new setting to the backends
+}
+for my $mode (@modes)
+{
+	set_sync_names('');
+	$standby->stop('fast');
+	my $s = $primary->background_psql($db, on_error_stop => 0);
+	# A window wide enough that the next token is covered by the same record,
+	# which the checkpoint makes a new one, never sent to the standby: the
+	# session flushes it itself, with no standby to wait for.
+	$s->query_safe("SET fencing.log_ahead = 1048576; SET synchronous_commit = $mode; SET statement_timeout = '1s'");
+	$s->query_safe(q{CHECKPOINT; SELECT fencing.acquire_xact('flushed:warm')});
+	set_sync_names('sync_standby');
+	$s->{stderr} = '';
+	my ($out) = $s->query(qq{\\set VERBOSITY verbose
+SELECT fencing.acquire_xact('flushed:$mode')});
+	my $err = $s->{stderr};
+	$s->{stderr} = '';
+	my ($state) = $err =~ /ERROR:\s+([0-9A-Z]{5}):/;
+	is($state // "token $out", '57014',
+		"synchronous_commit = $mode, record flushed before the standby was configured: the next token waits for the standby (57014)");
+	$s->quit;
+	$standby->start;
+	$primary->poll_query_until($db,
+		"SELECT sync_state FROM pg_stat_replication WHERE application_name = 'sync_standby'", 'sync')
+	  or die 'the standby did not come back';
 }
 
 $standby->stop;

@@ -17,10 +17,25 @@ use Test::More ();
 use Time::HiRes qw(time sleep);
 
 our @EXPORT_OK = qw(
-  send_nb wait_tag quietly psql_sqlstate
+  send_nb wait_tag quietly psql_sqlstate pause
   proc_state restart_after_crash
   higher storm_script run_storm
 );
+
+# ---- time -------------------------------------------------------------------------
+
+# pause($seconds): sleeps the full time. Time::HiRes::sleep returns early when
+# a signal handler runs, and from PostgreSQL 17 on PostgreSQL::Test::Utils
+# installs one for SIGCHLD, which the kernel sends whenever a child process
+# (a psql started with IPC::Run) exits, stops or continues: a test that stops
+# and continues its clients would otherwise sleep for a fraction of the time.
+sub pause
+{
+	my ($seconds) = @_;
+	my $until = time + $seconds;
+	while ((my $left = $until - time) > 0) { sleep $left; }
+	return;
+}
 
 # ---- background psql sessions ---------------------------------------------------
 

@@ -98,7 +98,11 @@ TEST(CounterPlan, JumpsPastAFloorAndLogs) {
 TEST(CounterPlan, StopsAtTheMaximum) {
     EXPECT_EQ(plan_next_token(page_at(INT64_MAX, INT64_MAX, 500), 0, 10, {}, kAhead, kClock).status,
               CounterStatus::exhausted);
-    EXPECT_EQ(plan_next_token(page_at(100, 116, 500), INT64_MAX, 10, {}, kAhead, kClock).status, CounterStatus::exhausted);
+    EXPECT_EQ(plan_next_token(page_at(100, 116, 500), INT64_MAX, 10, {}, kAhead, kClock, FloorReach::unbounded).status,
+              CounterStatus::exhausted);
+    // Within the clock bound no floor gets there.
+    EXPECT_EQ(plan_next_token(page_at(100, 116, 500), INT64_MAX, 10, {}, kAhead, kClock).status,
+              CounterStatus::beyond_bound);
     // Near it: the record covers up to the maximum and no further record is
     // logged ahead (it could cover nothing more).
     CounterPlan near = plan_next_token(page_at(INT64_MAX - 5, INT64_MAX, 500), 0, 10, {}, kAhead, kClock);
@@ -221,13 +225,46 @@ TEST(CounterClock, WaitsForTheClockRatherThanRunAhead) {
     EXPECT_EQ(later.action, CounterAction::log_now);
     EXPECT_EQ(later.token, at + 1);
     EXPECT_EQ(later.covered, at + 1);
-    // A floor just past the bound waits too; one far past it does not.
+    // A floor just past the bound waits too; one far past it moves the
+    // counter there only when unbounded.
     CounterPlan floor_near = plan_next_token(page_at(100, 116, 500), at + 10, 10, {}, kAhead, kClock);
     EXPECT_EQ(floor_near.action, CounterAction::wait_for_clock);
     EXPECT_EQ(floor_near.wait_us, 11);
-    CounterPlan floor_far = plan_next_token(page_at(100, 116, 500), at + 5 * kClockLead, 10, {}, kAhead, kClock);
+    CounterPlan floor_far = plan_next_token(page_at(100, 116, 500), at + 5 * kClockLead, 10, {}, kAhead, kClock,
+                                            FloorReach::unbounded);
+    EXPECT_EQ(floor_far.status, CounterStatus::ok);
     EXPECT_EQ(floor_far.action, CounterAction::log_now);
     EXPECT_EQ(floor_far.covered, at + 5 * kClockLead + 1 + kAhead);
+}
+
+TEST(CounterClock, AFloorMovesTheCounterOnlyWithinTheBound) {
+    // The largest floor accepted: its token is kClockLead past the bound,
+    // which the plan waits out.
+    const std::int64_t limit = floor_limit(kClock);
+    EXPECT_EQ(limit, kClock + 2 * kClockLead - 1);
+    CounterPlan at_limit = plan_next_token(page_at(100, 116, 500), limit, 10, {}, kAhead, kClock);
+    EXPECT_EQ(at_limit.status, CounterStatus::ok);
+    EXPECT_EQ(at_limit.action, CounterAction::wait_for_clock);
+    EXPECT_EQ(at_limit.wait_us, kClockLead);
+    CounterPlan waited = plan_next_token(page_at(100, 116, 500), limit, 10, {}, kAhead, kClock + kClockLead);
+    EXPECT_EQ(waited.token, limit + 1);
+    EXPECT_EQ(waited.covered, limit + 1);  // at the bound: nothing ahead
+    // One past it is refused, and says where the bound is.
+    for (std::int64_t floor : {limit + 1, kClock + 60 * kClockLead, std::int64_t{1} << 52, INT64_MAX - 1, INT64_MAX}) {
+        CounterPlan plan = plan_next_token(page_at(100, 116, 500), floor, 10, {}, kAhead, kClock);
+        EXPECT_EQ(plan.status, CounterStatus::beyond_bound) << floor;
+        EXPECT_EQ(plan.bound, limit) << floor;
+        EXPECT_EQ(plan.token, 0) << floor;
+    }
+    // A floor the counter is already past moves nothing, wherever it is:
+    // a counter a superuser moved far ahead goes on.
+    const std::int64_t far = kClock + 100 * kClockLead;
+    CounterPlan below = plan_next_token(page_at(far, far + 16, 500), far - 5, 10, {}, kAhead, kClock);
+    EXPECT_EQ(below.status, CounterStatus::ok);
+    EXPECT_EQ(below.token, far + 1);
+    // An unproven page (a restored copy) is refused a far floor too.
+    EXPECT_EQ(plan_next_token(unvouched(page_at(100, 116, 500)), far, 10, {}, kAhead, kClock).status,
+              CounterStatus::beyond_bound);
 }
 
 TEST(CounterClock, CountsDownUnderARecordNearTheBound) {
