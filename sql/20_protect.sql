@@ -1,6 +1,7 @@
 -- fencing.protect / fencing.unprotect / the fencing.protected view.
 -- Argument resolution, SQLSTATEs, ownership, re-protection, partitioned
--- tables (existing partitions, ATTACHed and PARTITION OF later), other
+-- tables (existing partitions, ATTACHed and PARTITION OF later, DETACHed;
+-- more of that in 24_coverage), other
 -- schemas and quoted names, dropped columns, and misuse of fencing.enforce()
 -- as a trigger.
 -- protect() moves the database-wide token counter past the tokens a table
@@ -214,9 +215,15 @@ UPDATE pt SET fence_token = 30 WHERE region IN ('eu', 'sb');
 SELECT * FROM pt ORDER BY region, id;
 -- A partition's clone of the check is not the partition's own.
 SELECT fencing.unprotect('pt_eu');
--- A DETACHed partition is no longer protected.
+-- A DETACHed partition stays protected, with a check of its own (and the
+-- same settings), until it is unprotected itself.
 ALTER TABLE pt DETACH PARTITION pt_us;
-SELECT count(*) FROM pg_trigger WHERE tgrelid = 'pt_us'::regclass;
+SELECT tgparentid <> 0 AS cloned, fencing.trigger_args(tgargs) AS args FROM pg_trigger WHERE tgrelid = 'pt_us'::regclass;
+SELECT * FROM fencing.protected WHERE tbl = 'pt_us'::regclass;
+\set QUIET off
+UPDATE pt_us SET fence_token = 1;
+\set QUIET on
+SELECT fencing.unprotect('pt_us');
 UPDATE pt_us SET fence_token = 1;
 -- unprotect of the partitioned table removes the check from every partition.
 SELECT fencing.unprotect('pt');

@@ -206,6 +206,8 @@ DECLARE
     token_type  oid := 'fencing.token'::regtype;
     n           integer;
     floor_value bigint;
+    parent_tbl  name;
+    d           record;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = '22004';
@@ -213,7 +215,7 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl) THEN
         RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid USING ERRCODE = '42P01';
     END IF;
-    SELECT c.oid, c.relname, c.relkind, c.relowner, n.nspname INTO r
+    SELECT c.oid, c.relname, c.relkind, c.relowner, c.relispartition, n.nspname INTO r
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
     IF r.relkind NOT IN ('r', 'p') THEN
         RAISE EXCEPTION '"%" is not a table', r.relname USING ERRCODE = '42809',
@@ -268,19 +270,71 @@ BEGIN
               DETAIL = 'Its protection comes from the partitioned table it belongs to.',
               HINT = 'Protect or unprotect the partitioned table instead.';
     END IF;
-    IF EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-                WHERE i.inhparent = tbl AND NOT c.relispartition) THEN
-        RAISE EXCEPTION 'table "%" has inheritance children', r.relname USING ERRCODE = '0A000',
-              DETAIL = 'Writes through the parent reach its children, which the parent''s trigger does not check.',
-              HINT = 'Protect each child table, or use declarative partitioning.';
+    -- An inheritance child of a protected table carries its parent's check
+    -- (writes through the parent reach its rows): protect the parent.
+    SELECT pc.relname INTO parent_tbl
+      FROM pg_inherits i JOIN pg_trigger t ON t.tgrelid = i.inhparent JOIN pg_class pc ON pc.oid = i.inhparent
+     WHERE i.inhrelid = tbl AND NOT r.relispartition
+       AND t.tgname = '~fencing_enforce' AND t.tgfoid = 'fencing.enforce()'::regprocedure
+     ORDER BY i.inhseqno LIMIT 1;
+    IF parent_tbl IS NOT NULL THEN
+        RAISE EXCEPTION 'table "%" inherits from protected table "%"', r.relname, parent_tbl USING ERRCODE = '55000',
+              DETAIL = 'Writes through the parent reach its rows, so it is checked with the parent''s settings.',
+              HINT = 'Protect or unprotect the parent instead.';
     END IF;
 
+    -- Every table whose rows a write through tbl reaches gets the check:
+    -- partitions get clones of it (their own checks make way), inheritance
+    -- children (legacy inheritance, at any depth) the same check as their
+    -- own trigger.
+    FOR d IN WITH RECURSIVE tree(rel) AS (
+                 SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
+                 UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
+             SELECT c.oid, c.relname, c.relkind, c.relispartition, n.nspname
+               FROM tree JOIN pg_class c ON c.oid = tree.rel JOIN pg_namespace n ON n.oid = c.relnamespace LOOP
+        IF d.relkind = 'f' AND NOT d.relispartition THEN
+            RAISE EXCEPTION 'foreign table "%" inherits from table "%"', d.relname, r.relname USING ERRCODE = '0A000',
+                  DETAIL = format('Writes through "%s" reach the foreign table, which cannot be protected.', r.relname),
+                  HINT = 'Detach the foreign table (ALTER FOREIGN TABLE ... NO INHERIT) first.';
+        END IF;
+        IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = d.oid AND t.tgname = '~fencing_enforce' AND t.tgparentid = 0) THEN
+            EXECUTE format('DROP TRIGGER %I ON %I.%I', '~fencing_enforce', d.nspname, d.relname);
+        END IF;
+    END LOOP;
     IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce') THEN
         EXECUTE format('DROP TRIGGER %I ON %I.%I', '~fencing_enforce', r.nspname, r.relname);
     END IF;
     EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE ON %I.%I FOR EACH ROW '
                    'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L)',
                    '~fencing_enforce', r.nspname, r.relname, col, allow_equal::text, on_stale, fence_deletes::text);
+    FOR d IN WITH RECURSIVE tree(rel) AS (
+                 SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
+                 UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
+             SELECT c.oid, c.relname, n.nspname
+               FROM tree JOIN pg_class c ON c.oid = tree.rel JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE NOT c.relispartition LOOP
+        EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE ON %I.%I FOR EACH ROW '
+                       'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L)',
+                       '~fencing_enforce', d.nspname, d.relname, col, allow_equal::text, on_stale, fence_deletes::text);
+    END LOOP;
+    -- A child that also inherits from a table protected otherwise would be
+    -- checked with one of two settings: refused.
+    SELECT cc.relname AS child, pc.relname AS parent INTO d
+      FROM pg_inherits i JOIN pg_class cc ON cc.oid = i.inhrelid JOIN pg_class pc ON pc.oid = i.inhparent
+      JOIN pg_trigger pt ON pt.tgrelid = i.inhparent AND pt.tgname = '~fencing_enforce'
+      JOIN pg_trigger ct ON ct.tgrelid = i.inhrelid AND ct.tgname = '~fencing_enforce' AND ct.tgparentid = 0
+     WHERE pt.tgargs <> ct.tgargs
+       AND i.inhrelid IN (WITH RECURSIVE tree(rel) AS (
+                              SELECT i2.inhrelid FROM pg_inherits i2 WHERE i2.inhparent = tbl
+                              UNION SELECT i2.inhrelid FROM pg_inherits i2 JOIN tree ON i2.inhparent = tree.rel)
+                          SELECT rel FROM tree)
+     LIMIT 1;
+    IF d.child IS NOT NULL THEN
+        RAISE EXCEPTION 'table "%" inherits from protected tables with different settings', d.child USING ERRCODE = '0A000',
+              DETAIL = format('"%s" is protected with other settings than "%s"; a write through either reaches the rows of "%s", which can carry one check only.',
+                              d.parent, r.relname, d.child),
+              HINT = 'Protect the parent tables with the same settings.';
+    END IF;
 
     -- Tokens issued from now on must be newer than every token the table
     -- holds; tables holding tokens past 2^52 are refused (22003), so that no
@@ -310,7 +364,8 @@ $fn$;
 CREATE FUNCTION fencing.unprotect(tbl regclass) RETURNS boolean
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-    r record;
+    r          record;
+    parent_tbl name;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = '22004';
@@ -326,6 +381,18 @@ BEGIN
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce' AND t.tgparentid = 0) THEN
         RETURN false;
+    END IF;
+    -- A child of a protected table keeps its check while writes through the
+    -- parent reach it.
+    SELECT pc.relname INTO parent_tbl
+      FROM pg_inherits i JOIN pg_trigger t ON t.tgrelid = i.inhparent JOIN pg_class pc ON pc.oid = i.inhparent
+     WHERE i.inhrelid = tbl
+       AND t.tgname = '~fencing_enforce' AND t.tgfoid = 'fencing.enforce()'::regprocedure
+     ORDER BY i.inhseqno LIMIT 1;
+    IF parent_tbl IS NOT NULL THEN
+        RAISE EXCEPTION 'table "%" inherits from protected table "%"', r.relname, parent_tbl USING ERRCODE = '55000',
+              DETAIL = 'Writes through the parent reach its rows, so it keeps its check while the parent is protected.',
+              HINT = 'Unprotect the parent first, or detach the table from it (ALTER TABLE ... NO INHERIT).';
     END IF;
     EXECUTE format('DROP TRIGGER %I ON %I.%I', '~fencing_enforce', r.nspname, r.relname);
     RETURN true;
@@ -347,3 +414,27 @@ GRANT SELECT ON fencing.protected TO PUBLIC;
 
 CREATE TRIGGER fence_state_loaded AFTER INSERT ON fencing.fence_state
     REFERENCING NEW TABLE AS loaded_rows FOR EACH STATEMENT EXECUTE FUNCTION fencing.fence_state_loaded();
+
+-------------------------------------------------------------------------------
+-- Coverage: DDL that adds a table to, or removes one from, what a protected
+-- table's writes reach keeps every such table checked (src/pg/coverage.cpp).
+-- Inheritance children created or added later get the parent's check; a
+-- table ATTACHed as a partition moves the counter past its tokens (its own
+-- check, if any, makes way for the partitioned table's clone first); a
+-- DETACHed partition keeps the check as its own. Event triggers need a
+-- superuser to be created, as CREATE EXTENSION fencing does; they belong to
+-- the extension (not dumped, recreated with it) and run with the rights of
+-- the role that runs the DDL.
+-------------------------------------------------------------------------------
+CREATE FUNCTION fencing.ddl_command_start() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'fencing_ddl_command_start' LANGUAGE C;
+CREATE FUNCTION fencing.ddl_command_end() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'fencing_ddl_command_end' LANGUAGE C;
+REVOKE ALL ON FUNCTION fencing.ddl_command_start() FROM PUBLIC;
+REVOKE ALL ON FUNCTION fencing.ddl_command_end() FROM PUBLIC;
+CREATE EVENT TRIGGER fencing_ddl_command_start ON ddl_command_start
+    WHEN TAG IN ('ALTER TABLE')
+    EXECUTE FUNCTION fencing.ddl_command_start();
+CREATE EVENT TRIGGER fencing_ddl_command_end ON ddl_command_end
+    WHEN TAG IN ('CREATE TABLE', 'CREATE FOREIGN TABLE', 'ALTER TABLE', 'ALTER FOREIGN TABLE', 'CREATE SCHEMA')
+    EXECUTE FUNCTION fencing.ddl_command_end();

@@ -94,6 +94,15 @@ inline void index_insert_unique(Relation irel, Datum* values, bool* nulls, ItemP
 #endif
 }
 
+// The object type an ALTER TABLE statement names (13 called the field relkind).
+inline ObjectType alter_table_object_type(const AlterTableStmt* stmt) {
+#if PG_VERSION_NUM >= 140000
+    return stmt->objtype;
+#else
+    return stmt->relkind;
+#endif
+}
+
 // Leases need 14 or later: their expiry is reported with SQLSTATE 57P05
 // (ERRCODE_IDLE_SESSION_TIMEOUT), which exists from 14 on.
 #if PG_VERSION_NUM >= 140000
