@@ -196,8 +196,37 @@ GRANT EXECUTE ON FUNCTION fencing.advance_past(regclass, bigint) TO pg_database_
 CREATE FUNCTION fencing.advance_past_table(tbl regclass) RETURNS bigint
     AS 'MODULE_PATHNAME', 'fencing_advance_past_table' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-------------------------------------------------------------------------------
+-- Tombstones: per (protected table, primary key) the token of the DELETE (or
+-- key-changing UPDATE) that removed the key; a later INSERT of the key is
+-- judged against it (src/pg/tombstones.cpp). Written by the module under the
+-- writer's transaction, never through SQL; private like the fence state.
+-- Not part of pg_dump's output (table OIDs and key hashes would not carry
+-- over): a restored database starts without tombstones.
+-------------------------------------------------------------------------------
+CREATE TABLE fencing.tombstones (
+    tbl        oid         NOT NULL,   -- the table that held the row (a partition for a partitioned table)
+    key_hash   bigint      NOT NULL,   -- 64-bit hash of the row's primary key, by its columns' hash functions
+    token      bigint      NOT NULL,   -- the token the row was deleted with (the newest, if deleted again)
+    deleted_at timestamptz NOT NULL,   -- when
+    CONSTRAINT tombstones_pkey PRIMARY KEY (tbl, key_hash)
+);
+REVOKE ALL ON fencing.tombstones FROM PUBLIC;
+
+-- Removes tombstones recorded at least `older_than` ago; returns how many
+-- (at most 10000 per call). Not for PUBLIC, like forget.
+CREATE FUNCTION fencing.forget_tombstones(older_than interval)
+    RETURNS bigint AS 'MODULE_PATHNAME', 'fencing_forget_tombstones' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION fencing.forget_tombstones(interval) FROM PUBLIC;
+
+-- Why a table's primary key cannot carry tombstones (a sentence), or NULL.
+-- For the table's owner (used by protect).
+CREATE FUNCTION fencing.tombstone_key_problem(tbl regclass)
+    RETURNS text AS 'MODULE_PATHNAME', 'fencing_tombstone_key_problem' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
 CREATE FUNCTION fencing.protect(tbl regclass, token_column name DEFAULT NULL, allow_equal boolean DEFAULT false,
-                                on_stale text DEFAULT 'error', fence_deletes boolean DEFAULT true)
+                                on_stale text DEFAULT 'error', fence_deletes boolean DEFAULT true,
+                                tombstones boolean DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     r           record;
@@ -208,6 +237,8 @@ DECLARE
     floor_value bigint;
     parent_tbl  name;
     d           record;
+    use_tombstones boolean;
+    problem     text;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = '22004';
@@ -232,6 +263,14 @@ BEGIN
     IF allow_equal IS NULL OR fence_deletes IS NULL THEN
         RAISE EXCEPTION 'allow_equal and fence_deletes must not be null' USING ERRCODE = '22004';
     END IF;
+    -- Tombstones by default wherever DELETEs are fenced; they record the
+    -- DELETE's token, which only a fenced DELETE has.
+    IF tombstones AND NOT fence_deletes THEN
+        RAISE EXCEPTION 'tombstones need fence_deletes' USING ERRCODE = '22023',
+              DETAIL = 'A tombstone records the token of the DELETE that removed a row; without fence_deletes a DELETE needs no token.',
+              HINT = 'Protect the table with fence_deletes => true, or without tombstones.';
+    END IF;
+    use_tombstones := coalesce(tombstones, fence_deletes);
 
     IF token_column IS NULL THEN
         SELECT count(*), min(a.attname) INTO n, col
@@ -301,12 +340,31 @@ BEGIN
             EXECUTE format('DROP TRIGGER %I ON %I.%I', '~fencing_enforce', d.nspname, d.relname);
         END IF;
     END LOOP;
+    -- Tombstones remember deleted rows by primary key: the table, and each
+    -- inheritance child (which does not inherit its parent's), needs one.
+    IF use_tombstones THEN
+        FOR d IN SELECT tbl::oid AS oid, r.relname AS relname
+                 UNION ALL
+                 (WITH RECURSIVE tree(rel) AS (
+                      SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
+                      UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
+                  SELECT c.oid, c.relname FROM tree JOIN pg_class c ON c.oid = tree.rel WHERE NOT c.relispartition) LOOP
+            problem := fencing.tombstone_key_problem(d.oid);
+            IF problem IS NOT NULL THEN
+                RAISE EXCEPTION 'table "%" cannot be protected with tombstones', d.relname USING ERRCODE = '0A000',
+                      DETAIL = problem || ' A fenced DELETE records its token per primary key (a tombstone), and an INSERT of a deleted key is judged against it.',
+                      HINT = 'Give it a primary key (not deferrable, of ordinary columns whose types have hash functions), or protect the table with tombstones => false: a row deleted and inserted again is then not judged against the token it was deleted with.';
+            END IF;
+        END LOOP;
+    END IF;
+
     IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce') THEN
         EXECUTE format('DROP TRIGGER %I ON %I.%I', '~fencing_enforce', r.nspname, r.relname);
     END IF;
     EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE ON %I.%I FOR EACH ROW '
-                   'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L)',
-                   '~fencing_enforce', r.nspname, r.relname, col, allow_equal::text, on_stale, fence_deletes::text);
+                   'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L, %L)',
+                   '~fencing_enforce', r.nspname, r.relname, col, allow_equal::text, on_stale, fence_deletes::text,
+                   use_tombstones::text);
     FOR d IN WITH RECURSIVE tree(rel) AS (
                  SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
                  UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
@@ -314,8 +372,9 @@ BEGIN
                FROM tree JOIN pg_class c ON c.oid = tree.rel JOIN pg_namespace n ON n.oid = c.relnamespace
               WHERE NOT c.relispartition LOOP
         EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE ON %I.%I FOR EACH ROW '
-                       'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L)',
-                       '~fencing_enforce', d.nspname, d.relname, col, allow_equal::text, on_stale, fence_deletes::text);
+                       'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L, %L)',
+                       '~fencing_enforce', d.nspname, d.relname, col, allow_equal::text, on_stale, fence_deletes::text,
+                       use_tombstones::text);
     END LOOP;
     -- A child that also inherits from a table protected otherwise would be
     -- checked with one of two settings: refused.
@@ -404,7 +463,8 @@ SELECT t.tgrelid::regclass AS tbl,
        a[1]::name COLLATE "C" AS token_column,
        a[2]::boolean       AS allow_equal,
        a[3]::text          AS on_stale,
-       a[4]::boolean       AS fence_deletes
+       a[4]::boolean       AS fence_deletes,
+       a[5]::boolean       AS tombstones
   FROM pg_catalog.pg_trigger t
  CROSS JOIN LATERAL (SELECT fencing.trigger_args(t.tgargs)) AS x(a)
  WHERE t.tgfoid = 'fencing.enforce()'::pg_catalog.regprocedure

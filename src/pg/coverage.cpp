@@ -24,6 +24,7 @@
 // the check is installed by the OID of fencing.enforce, without a lookup in
 // schema fencing. What they cannot do is refused with the DDL.
 #include "pg/bridge.hpp"
+#include "pg/tombstones.hpp"
 
 extern "C" {
 #include "catalog/dependency.h"
@@ -114,9 +115,32 @@ const char* name_of(Oid relid) {
     return n != nullptr ? n : "?";
 }
 
+// The N-th (from 0) argument of a check, or "".
+const char* check_arg(const bytea* args, int n) {
+    if (args == nullptr) return "";
+    const char* p = VARDATA_ANY(args);
+    const int len = VARSIZE_ANY_EXHDR(args);
+    for (int i = 0, start = 0, k = 0; i < len; ++i) {
+        if (p[i] != '\0') continue;
+        if (k++ == n) return pnstrdup(p + start, i - start);
+        start = i + 1;
+    }
+    return "";
+}
+
 // Installs the check with the given arguments on a table, as CREATE TRIGGER
 // would (a partitioned table's partitions get their clones).
 void install_check(Oid relid, const bytea* args, Oid enforce) {
+    // With tombstones, the table needs a primary key to remember deleted
+    // rows by (a child of legacy inheritance does not inherit its parent's).
+    if (strcmp(check_arg(args, 4), "true") == 0)
+        if (const char* problem = tombstones::key_problem(relid))
+            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                            errmsg("table \"%s\" cannot carry the check of a table protected with tombstones",
+                                   name_of(relid)),
+                            errdetail("%s Tombstones remember deleted rows by their primary key.", problem),
+                            errhint("Give it a primary key (CREATE TABLE ... (PRIMARY KEY (...)) INHERITS (...)), or "
+                                    "protect the parent with tombstones => false.")));
     CreateTrigStmt* stmt = makeNode(CreateTrigStmt);
     stmt->replace = false;
     stmt->isconstraint = false;
