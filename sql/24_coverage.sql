@@ -95,6 +95,15 @@ SELECT * FROM fencing.protected WHERE tbl = 'ih_both'::regclass;
 -- ... and protect() of one parent cannot then make them differ.
 SELECT fencing.protect('ih_p2', on_stale => 'skip');
 
+-- A child always has the token column, with its type: PostgreSQL refuses a
+-- table that lacks it or has another type.
+CREATE TABLE ih_lack (id int PRIMARY KEY, v text);
+ALTER TABLE ih_lack INHERIT ih;
+CREATE TABLE ih_text (id int PRIMARY KEY, fence_token text, v text);
+ALTER TABLE ih_text INHERIT ih;
+CREATE TABLE pa_lack (id int NOT NULL, region text NOT NULL, v text);
+DROP TABLE ih_lack, ih_text;
+
 -- A foreign table cannot be an inheritance child of a protected table.
 CREATE FOREIGN DATA WRAPPER cov_fdw;
 CREATE SERVER cov_srv FOREIGN DATA WRAPPER cov_fdw;
@@ -159,6 +168,8 @@ UPDATE pa SET fence_token = 5;
 CREATE TABLE pa_us (id int NOT NULL, region text NOT NULL, fence_token fencing.token, v text);
 INSERT INTO pa_us SELECT 1, 'us', last_value + 1000000000, 'ahead of the counter' FROM fencing.token_seq;
 ALTER TABLE pa ATTACH PARTITION pa_us FOR VALUES IN ('us');
+ALTER TABLE pa ATTACH PARTITION pa_lack FOR VALUES IN ('lack');
+DROP TABLE pa_lack;
 BEGIN;
 SELECT fencing.use(fencing.acquire_xact('cov:pa_us')) IS NOT NULL AS acquired;
 UPDATE pa SET v = 'fresh token' WHERE region = 'us';

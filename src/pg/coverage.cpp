@@ -267,10 +267,37 @@ void keep_detached(Oid parent, Oid part, Oid enforce) {
     install_check(part, pc.args, enforce);
 }
 
+// Whether a statement can add a table to, or remove one from, what writes
+// through a table reach: CREATE [FOREIGN] TABLE ... INHERITS, ALTER TABLE
+// ... INHERIT / ATTACH PARTITION / DETACH PARTITION, anything in CREATE
+// SCHEMA. (CREATE TABLE ... PARTITION OF needs nothing: PostgreSQL clones
+// the check.) Other DDL is left at that, without reading its commands.
+bool may_change_coverage(const Node* parsetree) {
+    if (parsetree == nullptr) return true;
+    if (IsA(parsetree, CreateStmt) || IsA(parsetree, CreateForeignTableStmt)) {
+        const CreateStmt* c = reinterpret_cast<const CreateStmt*>(parsetree);
+        return c->inhRelations != NIL && c->partbound == nullptr;
+    }
+    if (IsA(parsetree, AlterTableStmt)) {
+        const AlterTableStmt* a = reinterpret_cast<const AlterTableStmt*>(parsetree);
+        ListCell* lc;
+        foreach (lc, a->cmds) {
+            const AlterTableCmd* at = static_cast<const AlterTableCmd*>(lfirst(lc));
+            if (!IsA(at, AlterTableCmd)) return true;
+            if (at->subtype == AT_AddInherit || at->subtype == AT_AttachPartition ||
+                at->subtype == AT_DetachPartition || at->subtype == AT_DetachPartitionFinalize)
+                return true;
+        }
+        return false;
+    }
+    return true;
+}
+
 void ddl_command_end(FunctionCallInfo fcinfo) {
     if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                         errmsg("fencing.ddl_command_end() was not called by the event trigger manager")));
+    if (!may_change_coverage(reinterpret_cast<const EventTriggerData*>(fcinfo->context)->parsetree)) return;
     const Oid enforce = enforce_oid();
     if (!OidIsValid(enforce)) return;
 
