@@ -277,6 +277,25 @@ INSERT INTO tb VALUES (11, 650, 'stale');
 INSERT INTO tb VALUES (11, 701, 'newer');
 SELECT * FROM fencing.tombstones;
 RESET ROLE;
+-- A DELETE's token becomes the bar every later INSERT of the key must beat:
+-- recording it needs UPDATE on the token column, as stamping it into the row
+-- would. A role with DELETE alone cannot bar a key with a token of its
+-- choosing.
+CREATE ROLE regress_fencing25_del;
+GRANT SELECT, DELETE ON tb TO regress_fencing25_del;
+SET ROLE regress_fencing25_del;
+BEGIN;
+SET LOCAL fencing.token = '9223372036854775807';
+DELETE FROM tb WHERE id = 11;
+ROLLBACK;
+RESET ROLE;
+GRANT UPDATE (fence_token) ON tb TO regress_fencing25_del;
+SET ROLE regress_fencing25_del;
+BEGIN;
+SET LOCAL fencing.token = '710';
+DELETE FROM tb WHERE id = 11;
+ROLLBACK;
+RESET ROLE;
 
 ---------------------------------------------------------------------------
 -- fencing.forget_tombstones(): removes tombstones older than the interval;
@@ -306,3 +325,4 @@ INSERT INTO tb VALUES (50, 1, 'after truncate') RETURNING *;
 DROP TABLE tb, tp, tk, tci, tn, td, tm, tgen, tw, tx, tc CASCADE;
 DROP COLLATION tomb_ci;
 DROP ROLE regress_fencing25_app;
+DROP ROLE regress_fencing25_del;

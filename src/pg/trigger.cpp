@@ -277,6 +277,23 @@ bool may_read_column(Relation rel, AttrNumber attnum) {
     pg_unreachable();
 }
 
+// Whether the current role may assign the token column with NEEDED (INSERT
+// or UPDATE): as the executor checks a column, the table's privilege or the
+// column's own. Checked once per call site and role.
+bool may_assign_token(CallSite* cs, Relation rel, AclMode needed) {
+    if (cs->acl_user != GetUserId()) {
+        cs->acl_user = GetUserId();
+        cs->may_insert_token = cs->may_update_token = -1;
+    }
+    signed char* may = needed == ACL_INSERT ? &cs->may_insert_token : &cs->may_update_token;
+    if (*may < 0)
+        *may = pg_class_aclcheck(RelationGetRelid(rel), cs->acl_user, needed) == ACLCHECK_OK ||
+                       pg_attribute_aclcheck(RelationGetRelid(rel), cs->attnum, cs->acl_user, needed) == ACLCHECK_OK
+                   ? 1
+                   : 0;
+    return *may == 1;
+}
+
 Datum enforce(FunctionCallInfo fcinfo) {
     if (!CALLED_AS_TRIGGER(fcinfo))
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
@@ -403,25 +420,29 @@ Datum enforce(FunctionCallInfo fcinfo) {
         case core::Verdict::reject_error:
             report_stale(rel, d, in, keyrow, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), cs->attnum);
     }
-    if (removes_key && d.incoming) tombstones::record(rel, old_key, *d.incoming);
+    if (removes_key && d.incoming) {
+        // The DELETE's token (from fencing.token) is recorded for the key,
+        // and every later INSERT of the key must beat it: as stamping a
+        // token into the row would, it needs UPDATE on the token column (a
+        // role with DELETE alone must not bar a key with a token of its
+        // choosing). An UPDATE's token was checked as it was assigned.
+        if (ev == core::WriteEvent::del && !may_assign_token(cs, rel, ACL_UPDATE))
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                            errmsg("permission denied for column \"%s\" of relation \"%s\"",
+                                   NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
+                            errdetail("A DELETE on this table records its fence token from fencing.token for the "
+                                      "deleted key (a tombstone), which a later INSERT of the key must beat; that "
+                                      "needs the UPDATE privilege on column \"%s\".",
+                                      NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname)),
+                            errhint("Grant the role UPDATE on the token column, or delete with a role that has it.")));
+        tombstones::record(rel, old_key, *d.incoming);
+    }
     if (d.fill_row && d.incoming) {
         // The token comes from fencing.token and is written into the token
         // column: the role must be allowed to assign that column, as if it
         // had named it (a role with UPDATE (balance) only must not stamp any
         // token it likes into the row). Checked once per call site and role.
-        if (cs->acl_user != GetUserId()) {
-            cs->acl_user = GetUserId();
-            cs->may_insert_token = cs->may_update_token = -1;
-        }
-        signed char* may = ev == core::WriteEvent::insert ? &cs->may_insert_token : &cs->may_update_token;
-        const AclMode needed = ev == core::WriteEvent::insert ? ACL_INSERT : ACL_UPDATE;
-        if (*may < 0)
-            // As the executor checks a column: the table's privilege, or the column's own.
-            *may = pg_class_aclcheck(RelationGetRelid(rel), cs->acl_user, needed) == ACLCHECK_OK ||
-                           pg_attribute_aclcheck(RelationGetRelid(rel), cs->attnum, cs->acl_user, needed) == ACLCHECK_OK
-                       ? 1
-                       : 0;
-        if (*may == 0)
+        if (!may_assign_token(cs, rel, ev == core::WriteEvent::insert ? ACL_INSERT : ACL_UPDATE))
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                             errmsg("permission denied for column \"%s\" of relation \"%s\"",
                                    NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
