@@ -76,17 +76,15 @@ const Oids& oids() {
 }
 
 // fencing.tombstones as this transaction uses it: the table and its index
-// opened once (RowExclusiveLock), an index scan through a dirty snapshot
-// reused for every lookup, a slot. It belongs to the transaction, not to a
-// statement: allocated in TopTransactionContext, its relation references
-// and buffer pins owned by TopTransactionResourceOwner. Closed before the
-// transaction commits or prepares; an abort releases it with everything
-// else.
+// opened once (RowExclusiveLock), the dirty snapshot and the slot of its
+// lookups. It belongs to the transaction, not to a statement: allocated in
+// TopTransactionContext, its relation references owned by
+// TopTransactionResourceOwner. Closed before the transaction commits or
+// prepares; an abort releases it with everything else.
 struct Handle {
     Relation heap;
     Relation index;
     IndexInfo* index_info;
-    IndexScanDesc scan;
     TupleTableSlot* slot;
     SnapshotData dirty;
 };
@@ -99,7 +97,6 @@ void close_handle() {
     ResourceOwner saved = CurrentResourceOwner;
     CurrentResourceOwner = TopTransactionResourceOwner;
     ExecDropSingleTupleTableSlot(h->slot);
-    index_endscan(h->scan);
     index_close(h->index, NoLock);
     table_close(h->heap, NoLock);
     CurrentResourceOwner = saved;
@@ -144,7 +141,6 @@ Handle* handle() {
         h->index = index_open(o.index, RowExclusiveLock);
         h->index_info = BuildIndexInfo(h->index);
         InitDirtySnapshot(h->dirty);
-        h->scan = compat::index_scan_begin(h->heap, h->index, &h->dirty, 2);
         h->slot = table_slot_create(h->heap, nullptr);
     }
     PG_FINALLY();
@@ -188,39 +184,33 @@ struct Found {
 };
 
 // The tombstone of (RELID, HASH), committed or written by this transaction.
-// The scan's buffer pins belong to the transaction's resource owner, like
-// the scan, and are dropped before it returns.
+// The scan is begun and ended here, in the caller's memory: an index scan
+// kept across rows would keep state allocated in memory that is reset
+// after every row.
 Found lookup(Handle* h, Oid relid, std::uint64_t hash) {
     Found f{false, 0, {}, 0, InvalidTransactionId};
     ScanKeyData skey[2];
     ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
     ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(static_cast<std::int64_t>(hash)));
-    ResourceOwner saved = CurrentResourceOwner;
-    CurrentResourceOwner = TopTransactionResourceOwner;
-    PG_TRY();
-    {
-        index_rescan(h->scan, skey, 2, nullptr, 0);
-        while (index_getnext_slot(h->scan, ForwardScanDirection, h->slot)) {
-            const TransactionId writer = TransactionIdIsValid(h->dirty.xmin) ? h->dirty.xmin : h->dirty.xmax;
-            if (TransactionIdIsValid(writer)) {
-                f.writer = writer;
-                break;
-            }
-            bool isnull = false;
-            const std::int64_t token = DatumGetInt64(slot_getattr(h->slot, kAttToken, &isnull));
-            if (!f.found || token > f.token) {
-                f.found = true;
-                f.token = token;
-                f.tid = h->slot->tts_tid;
-                f.deleted_at = DatumGetTimestampTz(slot_getattr(h->slot, kAttDeletedAt, &isnull));
-            }
+    IndexScanDesc scan = compat::index_scan_begin(h->heap, h->index, &h->dirty, 2);
+    index_rescan(scan, skey, 2, nullptr, 0);
+    while (index_getnext_slot(scan, ForwardScanDirection, h->slot)) {
+        const TransactionId writer = TransactionIdIsValid(h->dirty.xmin) ? h->dirty.xmin : h->dirty.xmax;
+        if (TransactionIdIsValid(writer)) {
+            f.writer = writer;
+            break;
         }
-        ExecClearTuple(h->slot);
-        index_rescan(h->scan, nullptr, 2, nullptr, 0);  // drops the scan's pins
+        bool isnull = false;
+        const std::int64_t token = DatumGetInt64(slot_getattr(h->slot, kAttToken, &isnull));
+        if (!f.found || token > f.token) {
+            f.found = true;
+            f.token = token;
+            f.tid = h->slot->tts_tid;
+            f.deleted_at = DatumGetTimestampTz(slot_getattr(h->slot, kAttDeletedAt, &isnull));
+        }
     }
-    PG_FINALLY();
-    { CurrentResourceOwner = saved; }
-    PG_END_TRY();
+    ExecClearTuple(h->slot);
+    index_endscan(scan);
     return f;
 }
 
