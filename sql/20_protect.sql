@@ -1,6 +1,7 @@
 -- fencing.protect / fencing.unprotect / the fencing.protected view.
 -- Argument resolution, SQLSTATEs, ownership, re-protection, partitioned
--- tables (existing partitions, ATTACHed and PARTITION OF later), other
+-- tables (existing partitions, ATTACHed and PARTITION OF later, DETACHed;
+-- more of that in 24_coverage), other
 -- schemas and quoted names, dropped columns, and misuse of fencing.enforce()
 -- as a trigger.
 -- protect() moves the database-wide token counter past the tokens a table
@@ -15,7 +16,7 @@ RESET client_min_messages;
 SELECT p.oid::regprocedure AS function, pg_get_function_arguments(p.oid) AS arguments,
        pg_get_function_result(p.oid) AS result
   FROM pg_proc p
- WHERE p.oid IN ('fencing.protect(regclass,name,boolean,text,boolean)'::regprocedure,
+ WHERE p.oid IN ('fencing.protect(regclass,name,boolean,text,boolean,boolean)'::regprocedure,
                  'fencing.unprotect(regclass)'::regprocedure,
                  'fencing.enforce()'::regprocedure)
  ORDER BY p.oid::regprocedure::text;
@@ -35,12 +36,12 @@ UPDATE p_only SET tok = 9;
 UPDATE p_only SET tok = 11 RETURNING *;
 
 -- ... else a column named fence_token (two token columns).
-CREATE TABLE p_two (id int, a fencing.token, fence_token fencing.token);
+CREATE TABLE p_two (id int PRIMARY KEY, a fencing.token, fence_token fencing.token);
 SELECT fencing.protect('p_two');
 SELECT tbl, token_column FROM fencing.protected WHERE tbl = 'p_two'::regclass;
 
 -- ... else 42703, with a hint naming the argument.
-CREATE TABLE p_two_bad (id int, a fencing.token, b fencing.token);
+CREATE TABLE p_two_bad (id int PRIMARY KEY, a fencing.token, b fencing.token);
 SELECT fencing.protect('p_two_bad');
 \echo :SQLSTATE
 CREATE TABLE p_none (id int, v text);
@@ -214,9 +215,15 @@ UPDATE pt SET fence_token = 30 WHERE region IN ('eu', 'sb');
 SELECT * FROM pt ORDER BY region, id;
 -- A partition's clone of the check is not the partition's own.
 SELECT fencing.unprotect('pt_eu');
--- A DETACHed partition is no longer protected.
+-- A DETACHed partition stays protected, with a check of its own (and the
+-- same settings), until it is unprotected itself.
 ALTER TABLE pt DETACH PARTITION pt_us;
-SELECT count(*) FROM pg_trigger WHERE tgrelid = 'pt_us'::regclass;
+SELECT tgparentid <> 0 AS cloned, fencing.trigger_args(tgargs) AS args FROM pg_trigger WHERE tgrelid = 'pt_us'::regclass;
+SELECT * FROM fencing.protected WHERE tbl = 'pt_us'::regclass;
+\set QUIET off
+UPDATE pt_us SET fence_token = 1;
+\set QUIET on
+SELECT fencing.unprotect('pt_us');
 UPDATE pt_us SET fence_token = 1;
 -- unprotect of the partitioned table removes the check from every partition.
 SELECT fencing.unprotect('pt');
@@ -270,32 +277,32 @@ CREATE TABLE p_misuse (id int PRIMARY KEY, fence_token fencing.token, v text);
 INSERT INTO p_misuse VALUES (1, 10, 'a');
 -- statement-level
 CREATE TRIGGER bad_stmt BEFORE UPDATE ON p_misuse FOR EACH STATEMENT
-    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'false');
+    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'false', 'false');
 UPDATE p_misuse SET fence_token = 11;
 \echo :SQLSTATE
 DROP TRIGGER bad_stmt ON p_misuse;
 -- AFTER ROW
 CREATE TRIGGER bad_after AFTER UPDATE ON p_misuse FOR EACH ROW
-    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'false');
+    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'false', 'false');
 UPDATE p_misuse SET fence_token = 11;
 \echo :SQLSTATE
 DROP TRIGGER bad_after ON p_misuse;
 -- AFTER statement
 CREATE TRIGGER bad_after_stmt AFTER INSERT ON p_misuse FOR EACH STATEMENT
-    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'false');
+    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'false', 'false');
 INSERT INTO p_misuse VALUES (2, 10, 'b');
 \echo :SQLSTATE
 DROP TRIGGER bad_after_stmt ON p_misuse;
 -- TRUNCATE
 CREATE TRIGGER bad_truncate BEFORE TRUNCATE ON p_misuse
-    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'false');
+    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'false', 'false');
 TRUNCATE p_misuse;
 \echo :SQLSTATE
 DROP TRIGGER bad_truncate ON p_misuse;
 -- INSTEAD OF on a view
 CREATE VIEW p_misuse_v AS SELECT * FROM p_misuse;
 CREATE TRIGGER bad_instead INSTEAD OF UPDATE ON p_misuse_v FOR EACH ROW
-    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'false');
+    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'false', 'false');
 UPDATE p_misuse_v SET fence_token = 11;
 \echo :SQLSTATE
 DROP VIEW p_misuse_v;
@@ -305,32 +312,37 @@ UPDATE p_misuse SET fence_token = 11;
 \echo :SQLSTATE
 DROP TRIGGER bad_args ON p_misuse;
 CREATE TRIGGER bad_args BEFORE UPDATE ON p_misuse FOR EACH ROW
-    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'false', 'extra');
+    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'false', 'false', 'extra');
 UPDATE p_misuse SET fence_token = 11;
 \echo :SQLSTATE
 DROP TRIGGER bad_args ON p_misuse;
 CREATE TRIGGER bad_args BEFORE UPDATE ON p_misuse FOR EACH ROW
-    EXECUTE FUNCTION fencing.enforce('fence_token', 'maybe', 'error', 'false');
+    EXECUTE FUNCTION fencing.enforce('fence_token', 'maybe', 'error', 'false', 'false');
 UPDATE p_misuse SET fence_token = 11;
 \echo :SQLSTATE
 DROP TRIGGER bad_args ON p_misuse;
 CREATE TRIGGER bad_args BEFORE UPDATE ON p_misuse FOR EACH ROW
-    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'ignore', 'false');
+    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'ignore', 'false', 'false');
 UPDATE p_misuse SET fence_token = 11;
 \echo :SQLSTATE
 DROP TRIGGER bad_args ON p_misuse;
 CREATE TRIGGER bad_args BEFORE UPDATE ON p_misuse FOR EACH ROW
-    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', '');
+    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', '', 'false');
 UPDATE p_misuse SET fence_token = 11;
 \echo :SQLSTATE
 DROP TRIGGER bad_args ON p_misuse;
 CREATE TRIGGER bad_args BEFORE UPDATE ON p_misuse FOR EACH ROW
-    EXECUTE FUNCTION fencing.enforce('nope', 'false', 'error', 'false');
+    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'true', 'sometimes');
 UPDATE p_misuse SET fence_token = 11;
 \echo :SQLSTATE
 DROP TRIGGER bad_args ON p_misuse;
 CREATE TRIGGER bad_args BEFORE UPDATE ON p_misuse FOR EACH ROW
-    EXECUTE FUNCTION fencing.enforce('v', 'false', 'error', 'false');
+    EXECUTE FUNCTION fencing.enforce('nope', 'false', 'error', 'false', 'false');
+UPDATE p_misuse SET fence_token = 11;
+\echo :SQLSTATE
+DROP TRIGGER bad_args ON p_misuse;
+CREATE TRIGGER bad_args BEFORE UPDATE ON p_misuse FOR EACH ROW
+    EXECUTE FUNCTION fencing.enforce('v', 'false', 'error', 'false', 'false');
 UPDATE p_misuse SET fence_token = 11;
 \echo :SQLSTATE
 DROP TRIGGER bad_args ON p_misuse;

@@ -402,15 +402,16 @@ INSERT INTO ck VALUES ('eu west', '2024-03-01', 7, 100, 'a');
 UPDATE ck SET fence_token = 99;
 INSERT INTO ck VALUES ('us', '2024-03-02', 1, NULL, 'b');
 DELETE FROM ck;
--- no primary key: no key in the detail (a unique index is not a primary key)
+-- no primary key: no key in the detail (a unique index is not a primary key;
+-- without one, the table is protected without tombstones)
 CREATE TABLE nk (a int UNIQUE, fence_token fencing.token, v text);
-SELECT fencing.protect('nk');
+SELECT fencing.protect('nk', tombstones => false);
 INSERT INTO nk VALUES (1, 10, 'a');
 UPDATE nk SET fence_token = 9;
 UPDATE nk SET v = 'untokened';
 INSERT INTO nk VALUES (2, NULL, 'b');
 -- fence_deletes without the setting, and with an older one
-SELECT fencing.protect('nk', fence_deletes => true);
+SELECT fencing.protect('nk', fence_deletes => true, tombstones => false);
 DELETE FROM nk;
 BEGIN;
 SET LOCAL fencing.token = '3';

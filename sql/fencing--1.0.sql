@@ -245,8 +245,37 @@ GRANT EXECUTE ON FUNCTION fencing.advance_past(regclass, bigint) TO pg_database_
 CREATE FUNCTION fencing.advance_past_table(tbl regclass) RETURNS bigint
     AS 'MODULE_PATHNAME', 'fencing_advance_past_table' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-------------------------------------------------------------------------------
+-- Tombstones: per (protected table, primary key) the token of the DELETE (or
+-- key-changing UPDATE) that removed the key; a later INSERT of the key is
+-- judged against it (src/pg/tombstones.cpp). Written by the module under the
+-- writer's transaction, never through SQL; private like the fence state.
+-- Not part of pg_dump's output (table OIDs and key hashes would not carry
+-- over): a restored database starts without tombstones.
+-------------------------------------------------------------------------------
+CREATE TABLE fencing.tombstones (
+    tbl        oid         NOT NULL,   -- the table that held the row (a partition for a partitioned table)
+    key_hash   bigint      NOT NULL,   -- 64-bit hash of the row's primary key, by its columns' hash functions
+    token      bigint      NOT NULL,   -- the token the row was deleted with (the newest, if deleted again)
+    deleted_at timestamptz NOT NULL,   -- when
+    CONSTRAINT tombstones_pkey PRIMARY KEY (tbl, key_hash)
+);
+REVOKE ALL ON fencing.tombstones FROM PUBLIC;
+
+-- Removes tombstones recorded at least `older_than` ago; returns how many
+-- (at most 10000 per call). Not for PUBLIC, like forget.
+CREATE FUNCTION fencing.forget_tombstones(older_than interval)
+    RETURNS bigint AS 'MODULE_PATHNAME', 'fencing_forget_tombstones' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION fencing.forget_tombstones(interval) FROM PUBLIC;
+
+-- Why a table's primary key cannot carry tombstones (a sentence), or NULL.
+-- For the table's owner (used by protect).
+CREATE FUNCTION fencing.tombstone_key_problem(tbl regclass)
+    RETURNS text AS 'MODULE_PATHNAME', 'fencing_tombstone_key_problem' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
 CREATE FUNCTION fencing.protect(tbl regclass, token_column name DEFAULT NULL, allow_equal boolean DEFAULT false,
-                                on_stale text DEFAULT 'error', fence_deletes boolean DEFAULT true)
+                                on_stale text DEFAULT 'error', fence_deletes boolean DEFAULT true,
+                                tombstones boolean DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     r           record;
@@ -254,6 +283,11 @@ DECLARE
     coltype     oid;
     token_type  oid := 'fencing.token'::regtype;
     n           integer;
+    floor_value bigint;
+    parent_tbl  name;
+    d           record;
+    use_tombstones boolean;
+    problem     text;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = '22004';
@@ -261,7 +295,7 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl) THEN
         RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid USING ERRCODE = '42P01';
     END IF;
-    SELECT c.oid, c.relname, c.relkind, c.relowner, n.nspname INTO r
+    SELECT c.oid, c.relname, c.relkind, c.relowner, c.relispartition, n.nspname INTO r
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
     IF r.relkind NOT IN ('r', 'p') THEN
         RAISE EXCEPTION '"%" is not a table', r.relname USING ERRCODE = '42809',
@@ -278,6 +312,14 @@ BEGIN
     IF allow_equal IS NULL OR fence_deletes IS NULL THEN
         RAISE EXCEPTION 'allow_equal and fence_deletes must not be null' USING ERRCODE = '22004';
     END IF;
+    -- Tombstones by default wherever DELETEs are fenced; they record the
+    -- DELETE's token, which only a fenced DELETE has.
+    IF tombstones AND NOT fence_deletes THEN
+        RAISE EXCEPTION 'tombstones need fence_deletes' USING ERRCODE = '22023',
+              DETAIL = 'A tombstone records the token of the DELETE that removed a row; without fence_deletes a DELETE needs no token.',
+              HINT = 'Protect the table with fence_deletes => true, or without tombstones.';
+    END IF;
+    use_tombstones := coalesce(tombstones, fence_deletes);
 
     IF token_column IS NULL THEN
         SELECT count(*), min(a.attname) INTO n, col
@@ -316,19 +358,91 @@ BEGIN
               DETAIL = 'Its protection comes from the partitioned table it belongs to.',
               HINT = 'Protect or unprotect the partitioned table instead.';
     END IF;
-    IF EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-                WHERE i.inhparent = tbl AND NOT c.relispartition) THEN
-        RAISE EXCEPTION 'table "%" has inheritance children', r.relname USING ERRCODE = '0A000',
-              DETAIL = 'Writes through the parent reach its children, which the parent''s trigger does not check.',
-              HINT = 'Protect each child table, or use declarative partitioning.';
+    -- An inheritance child of a protected table carries its parent's check
+    -- (writes through the parent reach its rows): protect the parent.
+    SELECT pc.relname INTO parent_tbl
+      FROM pg_inherits i JOIN pg_trigger t ON t.tgrelid = i.inhparent JOIN pg_class pc ON pc.oid = i.inhparent
+     WHERE i.inhrelid = tbl AND NOT r.relispartition
+       AND t.tgname = '~fencing_enforce' AND t.tgfoid = 'fencing.enforce()'::regprocedure
+     ORDER BY i.inhseqno LIMIT 1;
+    IF parent_tbl IS NOT NULL THEN
+        RAISE EXCEPTION 'table "%" inherits from protected table "%"', r.relname, parent_tbl USING ERRCODE = '55000',
+              DETAIL = 'Writes through the parent reach its rows, so it is checked with the parent''s settings.',
+              HINT = 'Protect or unprotect the parent instead.';
+    END IF;
+
+    -- Every table whose rows a write through tbl reaches gets the check:
+    -- partitions get clones of it (their own checks make way), inheritance
+    -- children (legacy inheritance, at any depth) the same check as their
+    -- own trigger.
+    FOR d IN WITH RECURSIVE tree(rel) AS (
+                 SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
+                 UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
+             SELECT c.oid, c.relname, c.relkind, c.relispartition, n.nspname
+               FROM tree JOIN pg_class c ON c.oid = tree.rel JOIN pg_namespace n ON n.oid = c.relnamespace LOOP
+        IF d.relkind = 'f' AND NOT d.relispartition THEN
+            RAISE EXCEPTION 'foreign table "%" inherits from table "%"', d.relname, r.relname USING ERRCODE = '0A000',
+                  DETAIL = format('Writes through "%s" reach the foreign table, which cannot be protected.', r.relname),
+                  HINT = 'Detach the foreign table (ALTER FOREIGN TABLE ... NO INHERIT) first.';
+        END IF;
+        IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = d.oid AND t.tgname = '~fencing_enforce' AND t.tgparentid = 0) THEN
+            EXECUTE format('DROP TRIGGER %I ON %I.%I', '~fencing_enforce', d.nspname, d.relname);
+        END IF;
+    END LOOP;
+    -- Tombstones remember deleted rows by primary key: the table, and each
+    -- inheritance child (which does not inherit its parent's), needs one.
+    IF use_tombstones THEN
+        FOR d IN SELECT tbl::oid AS oid, r.relname AS relname
+                 UNION ALL
+                 (WITH RECURSIVE tree(rel) AS (
+                      SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
+                      UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
+                  SELECT c.oid, c.relname FROM tree JOIN pg_class c ON c.oid = tree.rel WHERE NOT c.relispartition) LOOP
+            problem := fencing.tombstone_key_problem(d.oid);
+            IF problem IS NOT NULL THEN
+                RAISE EXCEPTION 'table "%" cannot be protected with tombstones', d.relname USING ERRCODE = '0A000',
+                      DETAIL = problem || ' A fenced DELETE records its token per primary key (a tombstone), and an INSERT of a deleted key is judged against it.',
+                      HINT = 'Give it a primary key (not deferrable, of ordinary columns whose types have hash functions), or protect the table with tombstones => false: a row deleted and inserted again is then not judged against the token it was deleted with.';
+            END IF;
+        END LOOP;
     END IF;
 
     IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce') THEN
         EXECUTE format('DROP TRIGGER %I ON %I.%I', '~fencing_enforce', r.nspname, r.relname);
     END IF;
     EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE ON %I.%I FOR EACH ROW '
-                   'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L)',
-                   '~fencing_enforce', r.nspname, r.relname, col, allow_equal::text, on_stale, fence_deletes::text);
+                   'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L, %L)',
+                   '~fencing_enforce', r.nspname, r.relname, col, allow_equal::text, on_stale, fence_deletes::text,
+                   use_tombstones::text);
+    FOR d IN WITH RECURSIVE tree(rel) AS (
+                 SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
+                 UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
+             SELECT c.oid, c.relname, n.nspname
+               FROM tree JOIN pg_class c ON c.oid = tree.rel JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE NOT c.relispartition LOOP
+        EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE ON %I.%I FOR EACH ROW '
+                       'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L, %L)',
+                       '~fencing_enforce', d.nspname, d.relname, col, allow_equal::text, on_stale, fence_deletes::text,
+                       use_tombstones::text);
+    END LOOP;
+    -- A child that also inherits from a table protected otherwise would be
+    -- checked with one of two settings: refused.
+    SELECT cc.relname AS child, pc.relname AS parent INTO d
+      FROM pg_inherits i JOIN pg_class cc ON cc.oid = i.inhrelid JOIN pg_class pc ON pc.oid = i.inhparent
+      JOIN pg_trigger pt ON pt.tgrelid = i.inhparent AND pt.tgname = '~fencing_enforce'
+      JOIN pg_trigger ct ON ct.tgrelid = i.inhrelid AND ct.tgname = '~fencing_enforce' AND ct.tgparentid = 0
+     WHERE pt.tgargs <> ct.tgargs
+       AND i.inhrelid IN (WITH RECURSIVE tree(rel) AS (
+                              SELECT i2.inhrelid FROM pg_inherits i2 WHERE i2.inhparent = tbl
+                              UNION SELECT i2.inhrelid FROM pg_inherits i2 JOIN tree ON i2.inhparent = tree.rel)
+                          SELECT rel FROM tree)
+     LIMIT 1;
+    IF d.child IS NOT NULL THEN
+        RAISE EXCEPTION 'table "%" inherits from protected tables with different settings', d.child USING ERRCODE = '0A000',
+              DETAIL = format('"%s" is protected with other settings than "%s"; a write through either reaches the rows of "%s", which can carry one check only.',
+                              d.parent, r.relname, d.child),
+              HINT = 'Protect the parent tables with the same settings.';
+    END IF;
 
     -- Tokens issued from now on must be newer than every token the table
     -- holds. advance_past_table moves the counter only within the clock bound
@@ -352,7 +466,8 @@ $fn$;
 CREATE FUNCTION fencing.unprotect(tbl regclass) RETURNS boolean
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-    r record;
+    r          record;
+    parent_tbl name;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = '22004';
@@ -369,6 +484,18 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce' AND t.tgparentid = 0) THEN
         RETURN false;
     END IF;
+    -- A child of a protected table keeps its check while writes through the
+    -- parent reach it.
+    SELECT pc.relname INTO parent_tbl
+      FROM pg_inherits i JOIN pg_trigger t ON t.tgrelid = i.inhparent JOIN pg_class pc ON pc.oid = i.inhparent
+     WHERE i.inhrelid = tbl
+       AND t.tgname = '~fencing_enforce' AND t.tgfoid = 'fencing.enforce()'::regprocedure
+     ORDER BY i.inhseqno LIMIT 1;
+    IF parent_tbl IS NOT NULL THEN
+        RAISE EXCEPTION 'table "%" inherits from protected table "%"', r.relname, parent_tbl USING ERRCODE = '55000',
+              DETAIL = 'Writes through the parent reach its rows, so it keeps its check while the parent is protected.',
+              HINT = 'Unprotect the parent first, or detach the table from it (ALTER TABLE ... NO INHERIT).';
+    END IF;
     EXECUTE format('DROP TRIGGER %I ON %I.%I', '~fencing_enforce', r.nspname, r.relname);
     RETURN true;
 END
@@ -379,7 +506,8 @@ SELECT t.tgrelid::regclass AS tbl,
        a[1]::name COLLATE "C" AS token_column,
        a[2]::boolean       AS allow_equal,
        a[3]::text          AS on_stale,
-       a[4]::boolean       AS fence_deletes
+       a[4]::boolean       AS fence_deletes,
+       a[5]::boolean       AS tombstones
   FROM pg_catalog.pg_trigger t
  CROSS JOIN LATERAL (SELECT fencing.trigger_args(t.tgargs)) AS x(a)
  WHERE t.tgfoid = 'fencing.enforce()'::pg_catalog.regprocedure
@@ -389,3 +517,27 @@ GRANT SELECT ON fencing.protected TO PUBLIC;
 
 CREATE TRIGGER fence_state_loaded AFTER INSERT ON fencing.fence_state
     REFERENCING NEW TABLE AS loaded_rows FOR EACH STATEMENT EXECUTE FUNCTION fencing.fence_state_loaded();
+
+-------------------------------------------------------------------------------
+-- Coverage: DDL that adds a table to, or removes one from, what a protected
+-- table's writes reach keeps every such table checked (src/pg/coverage.cpp).
+-- Inheritance children created or added later get the parent's check; a
+-- table ATTACHed as a partition moves the counter past its tokens (its own
+-- check, if any, makes way for the partitioned table's clone first); a
+-- DETACHed partition keeps the check as its own. Event triggers need a
+-- superuser to be created, as CREATE EXTENSION fencing does; they belong to
+-- the extension (not dumped, recreated with it) and run with the rights of
+-- the role that runs the DDL.
+-------------------------------------------------------------------------------
+CREATE FUNCTION fencing.ddl_command_start() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'fencing_ddl_command_start' LANGUAGE C;
+CREATE FUNCTION fencing.ddl_command_end() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'fencing_ddl_command_end' LANGUAGE C;
+REVOKE ALL ON FUNCTION fencing.ddl_command_start() FROM PUBLIC;
+REVOKE ALL ON FUNCTION fencing.ddl_command_end() FROM PUBLIC;
+CREATE EVENT TRIGGER fencing_ddl_command_start ON ddl_command_start
+    WHEN TAG IN ('ALTER TABLE')
+    EXECUTE FUNCTION fencing.ddl_command_start();
+CREATE EVENT TRIGGER fencing_ddl_command_end ON ddl_command_end
+    WHEN TAG IN ('CREATE TABLE', 'CREATE FOREIGN TABLE', 'ALTER TABLE', 'ALTER FOREIGN TABLE', 'CREATE SCHEMA')
+    EXECUTE FUNCTION fencing.ddl_command_end();

@@ -27,26 +27,40 @@ Decision judge(std::optional<std::int64_t> stored, std::optional<std::int64_t> i
     return reject(mode, RejectReason::not_newer, incoming);
 }
 
+// Marks a rejection for not being newer than the deleted row's token.
+Decision against(Decision d, bool deleted_counts) noexcept {
+    d.against_deleted = deleted_counts && d.reason == RejectReason::not_newer;
+    return d;
+}
+
 }  // namespace
 
 Decision decide(const WriteInput& in, const ProtectMode& mode) noexcept {
     switch (in.event) {
         case WriteEvent::insert: {
-            // No existing row to compare with: only a token is required.
-            if (in.row_token) return judge(std::nullopt, in.row_token, true, false, mode);
-            return judge(std::nullopt, in.setting, true, in.setting.has_value(), mode);
+            // No existing row to compare with; a row of the key that was
+            // deleted counts as one (a tombstone), else only a token is
+            // required.
+            const bool has_deleted = in.deleted.has_value();
+            if (in.row_token) return against(judge(in.deleted, in.row_token, true, false, mode), has_deleted);
+            return against(judge(in.deleted, in.setting, true, in.setting.has_value(), mode), has_deleted);
         }
         case WriteEvent::update: {
+            // An UPDATE that moves the row onto a deleted key is judged
+            // against the newer of the stored token and the deleted row's.
+            const bool by_deleted = in.deleted && (!in.stored || *in.deleted > *in.stored);
+            const std::optional<std::int64_t> stored = by_deleted ? in.deleted : in.stored;
             // The statement's SET list names the column. MERGE reports the
             // union of all its UPDATE actions' columns, so when the value did
             // not change and fencing.token is set, the setting is the token
             // the writer meant (and the safer reading either way).
             const bool unchanged_with_setting = in.setting && in.row_token && in.row_token == in.stored;
-            if (in.assigned && !unchanged_with_setting) return judge(in.stored, in.row_token, true, false, mode);
-            if (in.setting) return judge(in.stored, in.setting, true, true, mode);
+            if (in.assigned && !unchanged_with_setting)
+                return against(judge(stored, in.row_token, true, false, mode), by_deleted);
+            if (in.setting) return against(judge(stored, in.setting, true, true, mode), by_deleted);
             // The statement names no token: the row still carries the stored
             // one (unless an earlier trigger changed it), which is not newer.
-            return judge(in.stored, in.row_token, false, false, mode);
+            return against(judge(stored, in.row_token, false, false, mode), by_deleted);
         }
         case WriteEvent::del: {
             if (!mode.fence_deletes) {

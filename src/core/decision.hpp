@@ -32,6 +32,12 @@ struct WriteInput {
     bool assigned = false;
     // The transaction's fencing.token setting; empty when unset.
     std::optional<std::int64_t> setting;
+    // INSERT, and UPDATE that changes the row's key: the token with which a
+    // row of the key being (re)created was deleted (its tombstone); empty
+    // when there is none. The write is judged against it as against a
+    // stored token: a key deleted with token T comes back only with a token
+    // newer than T.
+    std::optional<std::int64_t> deleted;
 };
 
 enum class Verdict {
@@ -55,6 +61,9 @@ struct Decision {
     bool fill_row = false;
     // DELETE on a table without fence_deletes: accepted without a check.
     bool unchecked = false;
+    // Rejected (not_newer) because of the deleted row's token, not a
+    // stored one.
+    bool against_deleted = false;
 };
 
 Decision decide(const WriteInput& in, const ProtectMode& mode) noexcept;

@@ -106,6 +106,27 @@ inline void simple_update(Relation rel, ItemPointer otid, HeapTuple tup) {
 #endif
 }
 
+// The object type an ALTER TABLE statement names (13 called the field relkind).
+inline ObjectType alter_table_object_type(const AlterTableStmt* stmt) {
+#if PG_VERSION_NUM >= 140000
+    return stmt->objtype;
+#else
+    return stmt->relkind;
+#endif
+}
+
+// An index scan of HEAP through INDEX with SNAPSHOT and NKEYS keys (18 added
+// the instrumentation argument, 19 the flags).
+inline IndexScanDesc index_scan_begin(Relation heap, Relation index, Snapshot snapshot, int nkeys) {
+#if PG_VERSION_NUM >= 190000
+    return index_beginscan(heap, index, snapshot, nullptr, nkeys, 0, 0);
+#elif PG_VERSION_NUM >= 180000
+    return index_beginscan(heap, index, snapshot, nullptr, nkeys, 0);
+#else
+    return index_beginscan(heap, index, snapshot, nkeys, 0);
+#endif
+}
+
 // Leases need 14 or later: their expiry is reported with SQLSTATE 57P05
 // (ERRCODE_IDLE_SESSION_TIMEOUT), which exists from 14 on.
 #if PG_VERSION_NUM >= 140000

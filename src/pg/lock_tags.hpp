@@ -20,6 +20,9 @@ namespace fencing::pg {
 inline constexpr uint16 kResourceTagKind = 0x7E01;  // (db, key hi, key lo): the resource itself
 inline constexpr uint16 kTokenTagKind = 0x7E02;     // (db, token hi, token lo): held with the token
 inline constexpr uint16 kGuardTagKind = 0x7E03;     // (db, key hi, key lo): validate()-guarded writes
+// (db, hash of table and primary key): a key of a protected table while a
+// write creates or removes it (tombstones.cpp).
+inline constexpr uint16 kTombstoneTagKind = 0x7E10;
 
 // Session holds take the resource in ExclusiveLock, transaction holds in
 // ShareRowExclusiveLock: the two conflict with each other and with

@@ -474,7 +474,7 @@ FENCING_FUNCTION(fencing_advance_past_table) {
         char* column = nullptr;
         if (const TriggerDesc* td = rel->trigdesc)
             for (int i = 0; i < td->numtriggers; ++i)
-                if (strcmp(td->triggers[i].tgname, "~fencing_enforce") == 0 && td->triggers[i].tgnargs == 4)
+                if (strcmp(td->triggers[i].tgname, "~fencing_enforce") == 0 && td->triggers[i].tgnargs >= 1)
                     column = pstrdup(td->triggers[i].tgargs[0]);
         const char* nsp = get_namespace_name(RelationGetNamespace(rel));
         relation_close(rel, AccessShareLock);

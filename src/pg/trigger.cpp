@@ -6,6 +6,7 @@
 // descriptor, values with heap_getattr, the comparison in C++.
 #include "pg/bridge.hpp"
 #include "pg/settings.hpp"
+#include "pg/tombstones.hpp"
 
 #include "core/decision.hpp"
 #include "core/token.hpp"
@@ -19,6 +20,7 @@ extern "C" {
 }
 
 using namespace fencing;
+namespace tombstones = fencing::pg::tombstones;
 
 namespace {
 
@@ -45,6 +47,12 @@ struct CallSite {
     Oid acl_user;
     signed char may_insert_token;
     signed char may_update_token;
+    // Tombstones (the fifth argument): the primary key, built at the first
+    // row that needs it, and the key lock of the previous row (kept across
+    // rebuilds: it belongs to the row, not to the descriptor).
+    bool use_tombstones;
+    tombstones::Key key;
+    tombstones::Site site;
 };
 
 bool parse_bool_arg(const char* s, bool* out) {
@@ -71,8 +79,9 @@ void build_call_site(CallSite* cs, TriggerData* td) {
     Relation rel = td->tg_relation;
     const Trigger* trig = td->tg_trigger;
     TupleDesc desc = RelationGetDescr(rel);
-    if (trig->tgnargs != 4)
-        bad_arguments(trig, rel, "Expected 4 arguments (token column, allow_equal, on_stale, fence_deletes).");
+    if (trig->tgnargs != 5)
+        bad_arguments(trig, rel,
+                      "Expected 5 arguments (token column, allow_equal, on_stale, fence_deletes, tombstones).");
     const char* column = trig->tgargs[0];
     AttrNumber attnum = InvalidAttrNumber;
     for (int i = 0; i < desc->natts; ++i) {
@@ -111,6 +120,9 @@ void build_call_site(CallSite* cs, TriggerData* td) {
         bad_arguments(trig, rel, "on_stale must be 'error' or 'skip'.");
     if (!parse_bool_arg(trig->tgargs[3], &b)) bad_arguments(trig, rel, "fence_deletes must be true or false.");
     mode.fence_deletes = b;
+    if (!parse_bool_arg(trig->tgargs[4], &b)) bad_arguments(trig, rel, "tombstones must be true or false.");
+    cs->use_tombstones = b;
+    cs->key.built = false;
 
     cs->relid = RelationGetRelid(rel);
     cs->desc = desc;
@@ -203,7 +215,7 @@ bool may_read_column(Relation rel, AttrNumber attnum) {
 
 [[noreturn]] void report_stale(Relation rel, const core::Decision& d, const core::WriteInput& in, HeapTuple keyrow,
                                const char* column, AttrNumber attnum) {
-    const std::optional<std::int64_t> stored = in.stored;
+    const std::optional<std::int64_t> stored = d.against_deleted ? in.deleted : in.stored;
     const bool show_stored = may_read_column(rel, attnum);
     const core::WriteEvent ev = in.event;
     const bool unstated = ev == core::WriteEvent::update && !in.assigned && !in.setting;
@@ -234,6 +246,15 @@ bool may_read_column(Relation rel, AttrNumber attnum) {
                              : psprintf("The UPDATE does not assign column \"%s\" and fencing.token is not set, so the row "
                                         "keeps its stored token.",
                                         column);
+    else if (d.against_deleted) {
+        // The row's key was deleted (an INSERT), or the key an UPDATE moves
+        // the row to was.
+        const char* whose = ev == core::WriteEvent::insert ? "a row of the same key" : "a row of the key it moves to";
+        detail = show_stored ? psprintf("Incoming token %s is not greater than the token %s with which %s was deleted.",
+                                        in_buf, st, whose)
+                             : psprintf("Incoming token %s is not greater than the token with which %s was deleted.",
+                                        in_buf, whose);
+    }
     else
         detail = show_stored ? psprintf("Incoming token %s is not greater than the stored token %s.", in_buf, st)
                              : psprintf("Incoming token %s is not greater than the stored token.", in_buf);
@@ -254,6 +275,23 @@ bool may_read_column(Relation rel, AttrNumber attnum) {
                     errdetail("%s The row was not %s.%s", detail, what, ignored),
                     errhint("The lock was lost: acquire it again and retry with the new token."), errtable(rel)));
     pg_unreachable();
+}
+
+// Whether the current role may assign the token column with NEEDED (INSERT
+// or UPDATE): as the executor checks a column, the table's privilege or the
+// column's own. Checked once per call site and role.
+bool may_assign_token(CallSite* cs, Relation rel, AclMode needed) {
+    if (cs->acl_user != GetUserId()) {
+        cs->acl_user = GetUserId();
+        cs->may_insert_token = cs->may_update_token = -1;
+    }
+    signed char* may = needed == ACL_INSERT ? &cs->may_insert_token : &cs->may_update_token;
+    if (*may < 0)
+        *may = pg_class_aclcheck(RelationGetRelid(rel), cs->acl_user, needed) == ACLCHECK_OK ||
+                       pg_attribute_aclcheck(RelationGetRelid(rel), cs->attnum, cs->acl_user, needed) == ACLCHECK_OK
+                   ? 1
+                   : 0;
+    return *may == 1;
 }
 
 Datum enforce(FunctionCallInfo fcinfo) {
@@ -286,6 +324,10 @@ Datum enforce(FunctionCallInfo fcinfo) {
         cs = static_cast<CallSite*>(MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(CallSite)));
         fcinfo->flinfo->fn_extra = cs;
     }
+    // The key lock taken for this call site's previous row kept that row's
+    // key from being deleted between its check and its arrival in the
+    // primary key index; it has arrived (rows are written one at a time).
+    if (cs->site.nlocks > 0) tombstones::release(&cs->site);
     if (cs->relid != RelationGetRelid(rel) || cs->desc != RelationGetDescr(rel)) {
         cs->relid = InvalidOid;
         build_call_site(cs, td);
@@ -327,9 +369,43 @@ Datum enforce(FunctionCallInfo fcinfo) {
 
     if (ev == core::WriteEvent::del && cs->mode.fence_deletes && cs->moved_row_valid &&
         ItemPointerEquals(&td->tg_trigtuple->t_self, &cs->moved_row)) {
-        // The DELETE half of moving a row whose UPDATE was just accepted.
+        // The DELETE half of moving a row whose UPDATE was just accepted
+        // (which also recorded the tombstone of the key it left).
         cs->moved_row_valid = false;
         return PointerGetDatum(td->tg_trigtuple);
+    }
+
+    // Tombstones: a write that (re)creates a key is judged against the token
+    // its earlier row was deleted with; a write that removes one records it.
+    std::uint64_t old_key = 0, new_key = 0;
+    bool removes_key = false;
+    if (cs->use_tombstones) {
+        if (!cs->key.built) tombstones::build_key(&cs->key, rel, fcinfo->flinfo->fn_mcxt);
+        if (!cs->key.usable)
+            ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                            errmsg("relation \"%s\" is protected with tombstones but has no usable primary key",
+                                   RelationGetRelationName(rel)),
+                            errdetail("%s Tombstones remember deleted rows by their primary key.", cs->key.problem),
+                            errhint("Add the primary key again, or protect the table with "
+                                    "fencing.protect(table, tombstones => false).")));
+        switch (ev) {
+            case core::WriteEvent::insert:
+                new_key = tombstones::hash_key(&cs->key, rel, td->tg_trigtuple);
+                in.deleted = tombstones::claim(rel, new_key, &cs->site, fcinfo->flinfo->fn_mcxt);
+                break;
+            case core::WriteEvent::update:
+                old_key = tombstones::hash_key(&cs->key, rel, td->tg_trigtuple);
+                new_key = tombstones::hash_key(&cs->key, rel, td->tg_newtuple);
+                if (old_key != new_key) {
+                    removes_key = true;
+                    in.deleted = tombstones::claim(rel, new_key, &cs->site, fcinfo->flinfo->fn_mcxt);
+                }
+                break;
+            case core::WriteEvent::del:
+                old_key = tombstones::hash_key(&cs->key, rel, td->tg_trigtuple);
+                removes_key = cs->mode.fence_deletes;
+                break;
+        }
     }
     const core::Decision d = core::decide(in, cs->mode);
     if (ev == core::WriteEvent::update && d.verdict == core::Verdict::accept) {
@@ -344,24 +420,29 @@ Datum enforce(FunctionCallInfo fcinfo) {
         case core::Verdict::reject_error:
             report_stale(rel, d, in, keyrow, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), cs->attnum);
     }
+    if (removes_key && d.incoming) {
+        // The DELETE's token (from fencing.token) is recorded for the key,
+        // and every later INSERT of the key must beat it: as stamping a
+        // token into the row would, it needs UPDATE on the token column (a
+        // role with DELETE alone must not bar a key with a token of its
+        // choosing). An UPDATE's token was checked as it was assigned.
+        if (ev == core::WriteEvent::del && !may_assign_token(cs, rel, ACL_UPDATE))
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                            errmsg("permission denied for column \"%s\" of relation \"%s\"",
+                                   NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
+                            errdetail("A DELETE on this table records its fence token from fencing.token for the "
+                                      "deleted key (a tombstone), which a later INSERT of the key must beat; that "
+                                      "needs the UPDATE privilege on column \"%s\".",
+                                      NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname)),
+                            errhint("Grant the role UPDATE on the token column, or delete with a role that has it.")));
+        tombstones::record(rel, old_key, *d.incoming);
+    }
     if (d.fill_row && d.incoming) {
         // The token comes from fencing.token and is written into the token
         // column: the role must be allowed to assign that column, as if it
         // had named it (a role with UPDATE (balance) only must not stamp any
         // token it likes into the row). Checked once per call site and role.
-        if (cs->acl_user != GetUserId()) {
-            cs->acl_user = GetUserId();
-            cs->may_insert_token = cs->may_update_token = -1;
-        }
-        signed char* may = ev == core::WriteEvent::insert ? &cs->may_insert_token : &cs->may_update_token;
-        const AclMode needed = ev == core::WriteEvent::insert ? ACL_INSERT : ACL_UPDATE;
-        if (*may < 0)
-            // As the executor checks a column: the table's privilege, or the column's own.
-            *may = pg_class_aclcheck(RelationGetRelid(rel), cs->acl_user, needed) == ACLCHECK_OK ||
-                           pg_attribute_aclcheck(RelationGetRelid(rel), cs->attnum, cs->acl_user, needed) == ACLCHECK_OK
-                       ? 1
-                       : 0;
-        if (*may == 0)
+        if (!may_assign_token(cs, rel, ev == core::WriteEvent::insert ? ACL_INSERT : ACL_UPDATE))
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                             errmsg("permission denied for column \"%s\" of relation \"%s\"",
                                    NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),

@@ -15,7 +15,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(79);
+SELECT plan(90);
 
 -- as_role(r, q): runs q as role r (an error propagates; the role switch is
 -- undone either way, as the caller's subtransaction is rolled back).
@@ -40,12 +40,12 @@ END $$;
 --------------------------------------------------------------------------------
 -- Signatures.
 --------------------------------------------------------------------------------
-SELECT has_function('fencing', 'protect', ARRAY['regclass', 'name', 'boolean', 'text', 'boolean'],
-                    'fencing.protect(regclass, name, boolean, text, boolean)');
-SELECT function_returns('fencing', 'protect', ARRAY['regclass', 'name', 'boolean', 'text', 'boolean'], 'void',
+SELECT has_function('fencing', 'protect', ARRAY['regclass', 'name', 'boolean', 'text', 'boolean', 'boolean'],
+                    'fencing.protect(regclass, name, boolean, text, boolean, boolean)');
+SELECT function_returns('fencing', 'protect', ARRAY['regclass', 'name', 'boolean', 'text', 'boolean', 'boolean'], 'void',
                         'fencing.protect returns void');
-SELECT is((SELECT pg_get_function_arguments('fencing.protect(regclass,name,boolean,text,boolean)'::regprocedure)),
-          'tbl regclass, token_column name DEFAULT NULL::name, allow_equal boolean DEFAULT false, on_stale text DEFAULT ''error''::text, fence_deletes boolean DEFAULT true',
+SELECT is((SELECT pg_get_function_arguments('fencing.protect(regclass,name,boolean,text,boolean,boolean)'::regprocedure)),
+          'tbl regclass, token_column name DEFAULT NULL::name, allow_equal boolean DEFAULT false, on_stale text DEFAULT ''error''::text, fence_deletes boolean DEFAULT true, tombstones boolean DEFAULT NULL::boolean',
           'fencing.protect argument names and defaults');
 SELECT has_function('fencing', 'unprotect', ARRAY['regclass'], 'fencing.unprotect(regclass)');
 SELECT function_returns('fencing', 'unprotect', ARRAY['regclass'], 'boolean', 'fencing.unprotect returns boolean');
@@ -56,13 +56,17 @@ SELECT function_returns('fencing', 'enforce', ARRAY[]::name[], 'trigger', 'fenci
 SELECT function_lang_is('fencing', 'enforce', ARRAY[]::name[], 'c', 'fencing.enforce is a C function');
 SELECT hasnt_function('fencing', 'protect', ARRAY['regclass'], 'no one-argument overload of fencing.protect');
 SELECT has_view('fencing', 'protected', 'view fencing.protected');
-SELECT columns_are('fencing', 'protected', ARRAY['tbl', 'token_column', 'allow_equal', 'on_stale', 'fence_deletes'],
+SELECT columns_are('fencing', 'protected', ARRAY['tbl', 'token_column', 'allow_equal', 'on_stale', 'fence_deletes', 'tombstones'],
                    'fencing.protected columns');
 SELECT col_type_is('fencing', 'protected', 'tbl', 'regclass', 'protected.tbl is regclass');
 SELECT col_type_is('fencing', 'protected', 'token_column', 'name', 'protected.token_column is name');
 SELECT col_type_is('fencing', 'protected', 'allow_equal', 'boolean', 'protected.allow_equal is boolean');
 SELECT col_type_is('fencing', 'protected', 'on_stale', 'text', 'protected.on_stale is text');
 SELECT col_type_is('fencing', 'protected', 'fence_deletes', 'boolean', 'protected.fence_deletes is boolean');
+SELECT col_type_is('fencing', 'protected', 'tombstones', 'boolean', 'protected.tombstones is boolean');
+SELECT has_function('fencing', 'forget_tombstones', ARRAY['interval'], 'fencing.forget_tombstones(interval)');
+SELECT function_returns('fencing', 'forget_tombstones', ARRAY['interval'], 'bigint', 'fencing.forget_tombstones returns bigint');
+SELECT has_table('fencing', 'tombstones', 'table fencing.tombstones');
 -- Like every name column of the catalogs, token_column has collation "C", so
 -- rows of the view compare with name values (pgTAP's results_eq, record =).
 SELECT is((SELECT attcollation FROM pg_attribute
@@ -74,17 +78,17 @@ SELECT is((SELECT attcollation FROM pg_attribute
 --------------------------------------------------------------------------------
 CREATE TABLE t20.acct (id int PRIMARY KEY, fence_token fencing.token, v text);
 CREATE TABLE t20.rev (id int PRIMARY KEY, etcd_revision bigint);
-CREATE TABLE t20.only_tok (id int, tok fencing.token);
+CREATE TABLE t20.only_tok (id int PRIMARY KEY, tok fencing.token);
 SELECT lives_ok($$SELECT fencing.protect('t20.acct')$$, 'protect with defaults');
 SELECT lives_ok($$SELECT fencing.protect('t20.rev', 'etcd_revision', true)$$, 'protect a bigint column by name');
 SELECT lives_ok($$SELECT fencing.protect('t20.only_tok')$$, 'protect finds the only fencing.token column');
 SELECT results_eq(
-    $$SELECT tbl, token_column::text COLLATE "default", allow_equal, on_stale, fence_deletes FROM fencing.protected
+    $$SELECT tbl, token_column::text COLLATE "default", allow_equal, on_stale, fence_deletes, tombstones FROM fencing.protected
        WHERE tbl::text LIKE 't20.%' ORDER BY tbl::text$$,
-    $$VALUES ('t20.acct'::regclass, 'fence_token', false, 'error', true),
-             ('t20.only_tok'::regclass, 'tok', false, 'error', true),
-             ('t20.rev'::regclass, 'etcd_revision', true, 'error', true)$$,
-    'fencing.protected lists each protected table with its settings (fence_deletes by default)');
+    $$VALUES ('t20.acct'::regclass, 'fence_token', false, 'error', true, true),
+             ('t20.only_tok'::regclass, 'tok', false, 'error', true, true),
+             ('t20.rev'::regclass, 'etcd_revision', true, 'error', true, true)$$,
+    'fencing.protected lists each protected table with its settings (fence_deletes and tombstones by default)');
 SELECT is((SELECT tgname::text FROM pg_trigger WHERE tgrelid = 't20.acct'::regclass), '~fencing_enforce',
           'the trigger is named "~fencing_enforce"');
 SELECT is((SELECT (tgtype & (1 | 2 | 4 | 8 | 16))::int FROM pg_trigger WHERE tgrelid = 't20.acct'::regclass),
@@ -153,6 +157,20 @@ SELECT lives_ok($$SELECT fencing.protect('t20.rev', 'etcd_revision', true, fence
                 'fence_deletes => false turns the DELETE check off');
 SELECT is((SELECT fence_deletes FROM fencing.protected WHERE tbl = 't20.rev'::regclass), false,
           'fencing.protected shows fence_deletes false');
+SELECT is((SELECT tombstones FROM fencing.protected WHERE tbl = 't20.rev'::regclass), false,
+          'without fence_deletes there are no tombstones');
+-- Tombstones: a fenced DELETE remembers its token per primary key.
+SELECT lives_ok($$SELECT set_config('fencing.token', '20', true); DELETE FROM t20.acct WHERE id = 1$$,
+                'a fenced DELETE');
+SELECT throws_ok($$INSERT INTO t20.acct VALUES (1, 15, 'stale')$$, '23T01', 'stale fence token for relation "acct"',
+                 'an INSERT of the deleted key with an older token: 23T01');
+SELECT lives_ok($$INSERT INTO t20.acct VALUES (1, 21, 'newer')$$, 'with a newer token it is accepted');
+CREATE TABLE t20.nopk (id int, fence_token fencing.token);
+SELECT throws_ok($$SELECT fencing.protect('t20.nopk')$$, '0A000', 'table "nopk" cannot be protected with tombstones',
+                 'a table without a primary key, with the defaults: 0A000');
+SELECT lives_ok($$SELECT fencing.protect('t20.nopk', tombstones => false)$$, 'with tombstones => false it is protected');
+SELECT throws_ok($$SELECT fencing.protect('t20.nopk', fence_deletes => false, tombstones => true)$$, '22023',
+                 'tombstones need fence_deletes', 'tombstones without fence_deletes: 22023');
 
 --------------------------------------------------------------------------------
 -- 42703, 42804, 22023, 42501.

@@ -156,6 +156,33 @@ SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT last_value FROM fencing
           'intruder cannot read fencing.token_seq');
 SELECT is(t50.state_as('fencing_t50_intruder', $q$ALTER SEQUENCE fencing.token_seq RESTART WITH 1$q$), '42501',
           'intruder cannot ALTER SEQUENCE fencing.token_seq');
+-- The tombstones: written by the module on a fenced DELETE, for nobody else.
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT * FROM fencing.tombstones$q$), '42501',
+          'intruder cannot read fencing.tombstones');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$DELETE FROM fencing.tombstones$q$), '42501',
+          'intruder cannot DELETE FROM fencing.tombstones (to let a stale INSERT through)');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$TRUNCATE fencing.tombstones$q$), '42501',
+          'intruder cannot TRUNCATE fencing.tombstones');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$UPDATE fencing.tombstones SET token = 1$q$), '42501',
+          'intruder cannot UPDATE fencing.tombstones');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT fencing.forget_tombstones('0')$q$), '42501',
+          'intruder cannot call fencing.forget_tombstones');
+SELECT ok(NOT has_function_privilege('public', 'fencing.forget_tombstones(interval)', 'EXECUTE'),
+          'PUBLIC may not execute fencing.forget_tombstones');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT fencing.tombstone_key_problem('public.t50_owned')$q$), '42501',
+          'fencing.tombstone_key_problem is for the table''s owner');
+-- A fenced DELETE by a role that has nothing of fencing still records its
+-- tombstone: the stale INSERT of the key that follows is rejected.
+SELECT is(t50.state_as('fencing_t50_writer',
+          $q$INSERT INTO public.t50_owned VALUES (40, 'd', 300);
+             SET LOCAL fencing.token = '400'; DELETE FROM public.t50_owned WHERE id = 40;
+             INSERT INTO public.t50_owned VALUES (40, 'stale', 350)$q$), '23T01',
+          'a role without USAGE on schema fencing records tombstones: its stale INSERT of a key it deleted is rejected');
+SELECT is(t50.state_as('fencing_t50_writer',
+          $q$INSERT INTO public.t50_owned VALUES (40, 'd', 300);
+             SET LOCAL fencing.token = '400'; DELETE FROM public.t50_owned WHERE id = 40;
+             INSERT INTO public.t50_owned VALUES (40, 'newer', 401)$q$), '00000',
+          'and its INSERT with a newer token is accepted');
 SELECT is(t50.state_as('fencing_t50_intruder', $q$CREATE TABLE fencing.t50_mine (x int)$q$), '42501',
           'intruder cannot create objects in schema fencing');
 SELECT is(t50.state_as('fencing_t50_intruder',
@@ -229,11 +256,11 @@ SELECT is(t50.state_as('fencing_t50_intruder',
 -- can move the shared counter out of it, near 2^53 (the largest integer
 -- JavaScript numbers hold exactly), or exhaust it.
 SELECT is(t50.state_as('fencing_t50_intruder',
-          $q$CREATE TEMP TABLE t50_big (fence_token bigint); INSERT INTO t50_big VALUES (9223372036854775806);
+          $q$CREATE TEMP TABLE t50_big (id int PRIMARY KEY, fence_token bigint); INSERT INTO t50_big VALUES (1, 9223372036854775806);
              SELECT fencing.protect('t50_big')$q$), '22003',
           'protect of a table holding 9223372036854775806 is refused (22003)');
 SELECT is(t50.state_as('fencing_t50_intruder',
-          $q$CREATE TEMP TABLE t50_big (fence_token bigint); INSERT INTO t50_big VALUES (4503599627370497);
+          $q$CREATE TEMP TABLE t50_big (id int PRIMARY KEY, fence_token bigint); INSERT INTO t50_big VALUES (1, 4503599627370497);
              SELECT fencing.protect('t50_big')$q$), '22003',
           'protect of a table holding 2^52 + 1 is refused');
 SELECT is(t50.state_as('fencing_t50_intruder',
@@ -242,11 +269,11 @@ SELECT is(t50.state_as('fencing_t50_intruder',
              SELECT fencing.protect('t50_big')$q$), '22003',
           'protect of a table holding a token 60 s past the clock is refused');
 SELECT is((SELECT state FROM (SELECT t50.state_as(session_user,
-          $q$CREATE TEMP TABLE t50_big (fence_token bigint); INSERT INTO t50_big VALUES (9223372036854775806);
+          $q$CREATE TEMP TABLE t50_big (id int PRIMARY KEY, fence_token bigint); INSERT INTO t50_big VALUES (1, 9223372036854775806);
              SELECT fencing.protect('t50_big')$q$) AS state) x), '22003',
           'also for a superuser');
 SELECT is(t50.state_as('fencing_t50_intruder',
-          $q$CREATE TEMP TABLE t50_small (fence_token bigint); INSERT INTO t50_small VALUES (5);
+          $q$CREATE TEMP TABLE t50_small (id int PRIMARY KEY, fence_token bigint); INSERT INTO t50_small VALUES (1, 5);
              SELECT fencing.protect('t50_small')$q$), '00000',
           'protect of a table holding small tokens moves the counter as before');
 SELECT cmp_ok(fencing.acquire_xact('t50:after')::bigint, '<=',

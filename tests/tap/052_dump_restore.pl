@@ -56,6 +56,15 @@ CREATE TABLE events_rest PARTITION OF events DEFAULT;
 SELECT fencing.protect('events', fence_deletes => true);
 
 CREATE TABLE unprotected (id int PRIMARY KEY, fence_token fencing.token);
+
+-- Coverage that DDL set up: an inheritance child created after its parent
+-- was protected, and a partition detached from a protected table; each
+-- carries a check of its own.
+CREATE TABLE ledger (id int PRIMARY KEY, amount bigint, fence_token fencing.token);
+SELECT fencing.protect('ledger');
+CREATE TABLE ledger_2026 (PRIMARY KEY (id)) INHERITS (ledger);
+CREATE TABLE events_old PARTITION OF events FOR VALUES IN ('old');
+ALTER TABLE events DETACH PARTITION events_old;
 });
 
 # Writes with tokens: each row written several times, with fresh tokens.
@@ -82,6 +91,13 @@ BEGIN
     PERFORM fencing.release('ext:1');
   END LOOP;
   INSERT INTO unprotected VALUES (1, 1);
+  t := fencing.acquire('ledger');
+  INSERT INTO ledger_2026 VALUES (1, 10, t);
+  INSERT INTO events_old VALUES ('old', 1, 'old', t);
+  PERFORM fencing.release('ledger');
+  -- A deleted key: its tombstone stays in this database (not dumped).
+  PERFORM set_config('fencing.token', fencing.acquire_xact('acct:5')::text, true);
+  DELETE FROM acct WHERE id = 5;
 END $$;
 });
 # A token that was handed out but never written (its holder is still out there).
@@ -101,11 +117,12 @@ my $keys_sql = q{SELECT string_agg(r || '=' || fencing.resource_key(r), ',' ORDE
 $src{keys} = sql('src', $keys_sql);
 $src{max_rows} = sql('src', q{SELECT greatest((SELECT max(fence_token::bigint) FROM acct), (SELECT max(fence_token::bigint) FROM events),
 	(SELECT max(etcd_rev) FROM ext_rev))});
-is($src{protected}, 'acct|fence_token|f|error|t,events|fence_token|f|error|t,ext_rev|etcd_rev|t|skip|t',
-	'source: three tables protected with their settings');
+is($src{protected}, 'acct|fence_token|f|error|t,events|fence_token|f|error|t,events_old|fence_token|f|error|t,ext_rev|etcd_rev|t|skip|t,ledger|fence_token|f|error|t,ledger_2026|fence_token|f|error|t',
+	'source: three tables protected with their settings, a child and a detached partition with theirs');
+is(sql('src', q{SELECT count(*) FROM fencing.tombstones}), '1', 'source: one tombstone');
 cmp_ok($inflight, '>', $src{max_rows}, 'source: an in-flight token above every written one');
-is(sql('src', q{SELECT count(*) FROM pg_trigger WHERE tgname = '~fencing_enforce'}), '6',
-	'source: the trigger is on acct, ext_rev, events and its 3 partitions');
+is(sql('src', q{SELECT count(*) FROM pg_trigger WHERE tgname = '~fencing_enforce'}), '9',
+	'source: the trigger is on acct, ext_rev, events and its 3 partitions, events_old, ledger and ledger_2026');
 
 # ---- dump and restore ---------------------------------------------------------------
 my $dir = PostgreSQL::Test::Utils::tempdir;
@@ -148,8 +165,19 @@ for my $db (@restored)
 		"$db: every fence state row carries its resource's key");
 	is(sql($db, q{SELECT string_agg(format('%s|%s|%s|%s|%s', tbl, token_column, allow_equal, on_stale, fence_deletes), ',' ORDER BY tbl::text) FROM fencing.protected}),
 		$src{protected}, "$db: fencing.protected lists the same tables with the same settings");
-	is(sql($db, q{SELECT count(*) FROM pg_trigger WHERE tgname = '~fencing_enforce'}), '6',
+	is(sql($db, q{SELECT count(*) FROM pg_trigger WHERE tgname = '~fencing_enforce'}), '9',
 		"$db: the trigger is on every table and partition");
+	is(sql($db, q{SELECT string_agg(e.evtname || ':' || e.evtenabled::text, ',' ORDER BY e.evtname) FROM pg_event_trigger e
+		JOIN pg_depend d ON d.classid = 'pg_event_trigger'::regclass AND d.objid = e.oid AND d.deptype = 'e'}),
+		'fencing_ddl_command_end:O,fencing_ddl_command_start:O', "$db: the extension's event triggers, once each");
+	is(sql($db, q{SELECT count(*) FROM fencing.tombstones}), '0', "$db: tombstones are not dumped");
+	my $l = sql($db, q{SELECT fence_token FROM ledger_2026 WHERE id = 1});
+	my ($st) = psql_state($db, "UPDATE ledger SET amount = 0, fence_token = $l WHERE id = 1");
+	is($st, '23T01', "$db: ledger_2026: a stale write through its parent is rejected");
+	($st) = psql_state($db, "UPDATE events_old SET payload = 'stale', fence_token = $l");
+	is($st, '23T01', "$db: events_old (detached): a stale write is rejected");
+	($st) = psql_state($db, "CREATE TABLE ledger_2027 (PRIMARY KEY (id)) INHERITS (ledger); INSERT INTO ledger_2027 VALUES (2, 1, NULL)");
+	is($st, '23T01', "$db: a child created after the restore is checked too");
 	is(sql($db, q{SELECT (SELECT string_agg(format('%s', a), ';' ORDER BY id) FROM acct a) || '#' ||
 		(SELECT string_agg(format('%s', e), ';' ORDER BY region, id) FROM events e) || '#' ||
 		(SELECT string_agg(format('%s', x), ';' ORDER BY id) FROM ext_rev x)}),
@@ -207,6 +235,7 @@ for my $db (@restored)
 
 # ---- DROP EXTENSION and CREATE EXTENSION ------------------------------------------------
 my $db = 'dst_custom';
+sql($db, q{DROP TABLE ledger CASCADE; DROP TABLE events_old});
 my $old_max = sql($db, q{SELECT max(token) FROM fencing.fence_state});
 my ($state, $out, $err) = psql_state($db, 'DROP EXTENSION fencing');
 is($state, '2BP01', 'DROP EXTENSION is refused while tables are protected and use the type');

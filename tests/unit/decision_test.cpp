@@ -12,8 +12,15 @@
 //           reason no_token when incoming is NULL, not_newer otherwise.
 //   INSERT  incoming = the row's token, or the setting when the row's token is
 //           NULL (fill_row = true); rejected (no_token) when both are NULL.
+//           With a deleted token (the key's tombstone) it is judged like an
+//           UPDATE of the deleted row with explicit = true: stored = deleted.
+//   UPDATE  with a deleted token (the row moves onto a deleted key): judged
+//           against the newer of stored and deleted.
 //   DELETE  unchecked (accept, unchecked = true) unless fence_deletes; then
 //           incoming = the setting, judged like UPDATE with explicit = true.
+//           A deleted token does not matter.
+//   against_deleted: rejected as not_newer, with the deleted token (and not
+//           the stored one) the one compared with.
 //
 // The first part names each case; the last test compares decide() with a
 // reference model of the rules over the whole input space.
@@ -90,7 +97,8 @@ std::string show(Tok t) { return t ? std::to_string(*t) : std::string("NULL"); }
 std::string show(const Decision& d) {
     std::ostringstream o;
     o << "{" << name(d.verdict) << ", " << name(d.reason) << ", incoming=" << show(d.incoming)
-      << ", fill_row=" << d.fill_row << ", unchecked=" << d.unchecked << "}";
+      << ", fill_row=" << d.fill_row << ", unchecked=" << d.unchecked << ", against_deleted=" << d.against_deleted
+      << "}";
     return o.str();
 }
 
@@ -283,6 +291,65 @@ TEST(DecisionInsert, Extremes) {
 }
 
 // ============================================================================
+// Tombstones: an INSERT of a deleted key, an UPDATE onto one.
+// ============================================================================
+
+namespace {
+WriteInput with_deleted(WriteInput in, Tok deleted) {
+    in.deleted = deleted;
+    return in;
+}
+}  // namespace
+
+TEST(DecisionTombstone, InsertJudgedAgainstDeletedToken) {
+    for (OnStale s : kBothOnStale) {
+        Decision d = decide(with_deleted(insert(5, NUL), 200), mode(false, s, true));
+        EXPECT_TRUE(rejected(d, s, RejectReason::not_newer, 5));
+        EXPECT_TRUE(d.against_deleted);
+        d = decide(with_deleted(insert(200, NUL), 200), mode(false, s, true));
+        EXPECT_TRUE(rejected(d, s, RejectReason::not_newer, 200));
+        EXPECT_TRUE(d.against_deleted);
+        EXPECT_TRUE(accepted(decide(with_deleted(insert(201, NUL), 200), mode(false, s, true)), 201, false));
+    }
+}
+
+TEST(DecisionTombstone, InsertFromSettingJudgedAndFilled) {
+    EXPECT_TRUE(rejected(decide(with_deleted(insert(NUL, 150), 200), mode(false, OnStale::error, true)),
+                         OnStale::error, RejectReason::not_newer, 150));
+    EXPECT_TRUE(accepted(decide(with_deleted(insert(NUL, 250), 200), mode(false, OnStale::error, true)), 250, true));
+}
+
+TEST(DecisionTombstone, InsertEqualNeedsAllowEqual) {
+    EXPECT_TRUE(accepted(decide(with_deleted(insert(200, NUL), 200), mode(true, OnStale::error, true)), 200, false));
+    EXPECT_TRUE(accepted(decide(with_deleted(insert(NUL, 200), 200), mode(true, OnStale::error, true)), 200, true));
+}
+
+TEST(DecisionTombstone, InsertWithoutTokenStillNoToken) {
+    const Decision d = decide(with_deleted(insert(NUL, NUL), 200), mode(false, OnStale::error, true));
+    EXPECT_TRUE(rejected(d, OnStale::error, RejectReason::no_token, NUL));
+    EXPECT_FALSE(d.against_deleted);
+}
+
+TEST(DecisionTombstone, UpdateOntoDeletedKeyJudgedAgainstTheNewer) {
+    // Stored 100, the key it moves onto was deleted with 200.
+    Decision d = decide(with_deleted(update(100, 150, true, NUL), 200), mode());
+    EXPECT_TRUE(rejected(d, OnStale::error, RejectReason::not_newer, 150));
+    EXPECT_TRUE(d.against_deleted);
+    EXPECT_TRUE(accepted(decide(with_deleted(update(100, 201, true, NUL), 200), mode()), 201, false));
+    // The stored token is the newer one: a rejection is not the deleted row's.
+    d = decide(with_deleted(update(300, 250, true, NUL), 200), mode());
+    EXPECT_TRUE(rejected(d, OnStale::error, RejectReason::not_newer, 250));
+    EXPECT_FALSE(d.against_deleted);
+    // A stored NULL: the deleted token is the one to beat.
+    d = decide(with_deleted(update(NUL, 150, true, NUL), 200), mode());
+    EXPECT_TRUE(d.against_deleted);
+}
+
+TEST(DecisionTombstone, DeleteIgnoresDeletedToken) {
+    EXPECT_TRUE(accepted(decide(with_deleted(del(100, 150), 200), mode(false, OnStale::error, true)), 150, false));
+}
+
+// ============================================================================
 // DELETE
 // ============================================================================
 
@@ -375,10 +442,12 @@ Decision model(const WriteInput& in, const ProtectMode& m) {
     Tok incoming;
     bool fill = false;
     bool explicit_token = true;
-    bool compare = true;
+    Tok against = in.stored;
+    bool by_deleted = false;
     switch (in.event) {
         case WriteEvent::insert:
-            compare = false;
+            against = in.deleted;
+            by_deleted = in.deleted.has_value();
             if (in.row_token) {
                 incoming = in.row_token;
             } else if (in.setting) {
@@ -387,6 +456,10 @@ Decision model(const WriteInput& in, const ProtectMode& m) {
             }
             break;
         case WriteEvent::update:
+            if (in.deleted && (!in.stored || *in.deleted > *in.stored)) {
+                against = in.deleted;
+                by_deleted = true;
+            }
             if (in.assigned && !(in.setting && in.row_token && in.row_token == in.stored)) {
                 incoming = in.row_token;
             } else if (in.setting) {
@@ -410,9 +483,9 @@ Decision model(const WriteInput& in, const ProtectMode& m) {
     if (!incoming) {
         ok = false;
         why = RejectReason::no_token;
-    } else if (!compare || !in.stored || *incoming > *in.stored) {
+    } else if (!against || *incoming > *against) {
         ok = true;
-    } else if (*incoming == *in.stored && m.allow_equal && explicit_token) {
+    } else if (*incoming == *against && m.allow_equal && explicit_token) {
         ok = true;
     } else {
         ok = false;
@@ -424,6 +497,7 @@ Decision model(const WriteInput& in, const ProtectMode& m) {
     } else {
         d.verdict = m.on_stale == OnStale::skip ? Verdict::reject_skip : Verdict::reject_error;
         d.reason = why;
+        d.against_deleted = by_deleted && why == RejectReason::not_newer;
     }
     return d;
 }
@@ -433,6 +507,7 @@ Decision model(const WriteInput& in, const ProtectMode& m) {
 TEST(DecisionExhaustive, MatchesReferenceModel) {
     const Tok stored_values[] = {NUL, 1, 5, INT64_MAX};
     const Tok token_values[] = {NUL, 1, 4, 5, 6, INT64_MAX - 1, INT64_MAX};
+    const Tok deleted_values[] = {NUL, 1, 5, 6, INT64_MAX};
     const WriteEvent events[] = {WriteEvent::insert, WriteEvent::update, WriteEvent::del};
     long cases = 0, mismatches = 0;
     for (WriteEvent ev : events)
@@ -440,33 +515,37 @@ TEST(DecisionExhaustive, MatchesReferenceModel) {
             for (Tok row : token_values)
                 for (bool assigned : {false, true})
                     for (Tok setting : token_values)
-                        for (bool eq : {false, true})
-                            for (OnStale s : kBothOnStale)
-                                for (bool fd : {false, true}) {
-                                    WriteInput in;
-                                    in.event = ev;
-                                    in.stored = stored;
-                                    in.row_token = row;
-                                    in.assigned = assigned;
-                                    in.setting = setting;
-                                    const ProtectMode m = mode(eq, s, fd);
-                                    const Decision got = decide(in, m);
-                                    const Decision want = model(in, m);
-                                    ++cases;
-                                    const bool same = got.verdict == want.verdict && got.reason == want.reason &&
-                                                      got.incoming == want.incoming &&
-                                                      got.fill_row == want.fill_row &&
-                                                      got.unchecked == want.unchecked;
-                                    if (!same && ++mismatches <= 20)
-                                        ADD_FAILURE() << "event=" << static_cast<int>(ev) << " stored=" << show(stored)
-                                                      << " row=" << show(row) << " assigned=" << assigned
-                                                      << " setting=" << show(setting) << " allow_equal=" << eq
-                                                      << " on_stale=" << static_cast<int>(s)
-                                                      << " fence_deletes=" << fd << ": got " << show(got)
-                                                      << ", model " << show(want);
-                                }
+                        for (Tok deleted : deleted_values)
+                            for (bool eq : {false, true})
+                                for (OnStale s : kBothOnStale)
+                                    for (bool fd : {false, true}) {
+                                        WriteInput in;
+                                        in.event = ev;
+                                        in.stored = stored;
+                                        in.row_token = row;
+                                        in.assigned = assigned;
+                                        in.setting = setting;
+                                        in.deleted = deleted;
+                                        const ProtectMode m = mode(eq, s, fd);
+                                        const Decision got = decide(in, m);
+                                        const Decision want = model(in, m);
+                                        ++cases;
+                                        const bool same = got.verdict == want.verdict && got.reason == want.reason &&
+                                                          got.incoming == want.incoming &&
+                                                          got.fill_row == want.fill_row &&
+                                                          got.unchecked == want.unchecked &&
+                                                          got.against_deleted == want.against_deleted;
+                                        if (!same && ++mismatches <= 20)
+                                            ADD_FAILURE() << "event=" << static_cast<int>(ev) << " stored=" << show(stored)
+                                                          << " row=" << show(row) << " assigned=" << assigned
+                                                          << " setting=" << show(setting) << " deleted=" << show(deleted)
+                                                          << " allow_equal=" << eq
+                                                          << " on_stale=" << static_cast<int>(s)
+                                                          << " fence_deletes=" << fd << ": got " << show(got)
+                                                          << ", model " << show(want);
+                                    }
     EXPECT_EQ(mismatches, 0) << "of " << cases << " cases";
-    EXPECT_EQ(cases, 3L * 4 * 7 * 2 * 7 * 2 * 2 * 2);
+    EXPECT_EQ(cases, 3L * 4 * 7 * 2 * 7 * 5 * 2 * 2 * 2);
 }
 
 // MERGE with several WHEN MATCHED UPDATE actions reports the union of their

@@ -1,0 +1,328 @@
+-- Tombstones: a fenced DELETE remembers the deleting token per primary key,
+-- and a later INSERT of that key is judged against it, so that with default
+-- options no sequence of ordinary writes lowers a row's token: DELETE then
+-- INSERT (two statements, one writable CTE), INSERT ... ON CONFLICT, COPY,
+-- MERGE, an UPDATE that changes the key or moves the row to another
+-- partition, inheritance children. Also: aborted DELETEs leave none, writers
+-- need no privilege of fencing, tables without a primary key are refused
+-- unless tombstones => false, keys compare as the primary key does (numeric
+-- scale, float zero, a nondeterministic collation), fencing.forget_tombstones()
+-- and its bound, TRUNCATE.
+-- Concurrency (a DELETE and an INSERT of one key at once): isolation specs
+-- tombstone_*. Tokens are literals.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS fencing;
+RESET client_min_messages;
+\set SHOW_CONTEXT never
+\set QUIET off
+
+---------------------------------------------------------------------------
+-- DELETE then INSERT, with default options.
+---------------------------------------------------------------------------
+CREATE TABLE tb (id int PRIMARY KEY, fence_token fencing.token, v text);
+SELECT fencing.protect('tb');
+SELECT * FROM fencing.protected WHERE tbl = 'tb'::regclass;
+INSERT INTO tb VALUES (1, 100, 'written with 100');
+BEGIN;
+SET LOCAL fencing.token = '200';
+DELETE FROM tb WHERE id = 1;
+COMMIT;
+-- A stale worker inserts the key again: judged against the deleting token.
+INSERT INTO tb VALUES (1, 5, 'stale');
+INSERT INTO tb VALUES (1, 200, 'equal');
+BEGIN;
+SET LOCAL fencing.token = '150';
+INSERT INTO tb (id, v) VALUES (1, 'stale, from the setting');
+ROLLBACK;
+SELECT * FROM tb;
+-- A newer token may.
+INSERT INTO tb VALUES (1, 201, 'newer') RETURNING *;
+-- The same in one statement: a writable CTE that deletes with the
+-- transaction's token and inserts with an older one.
+BEGIN;
+SET LOCAL fencing.token = '300';
+WITH d AS (DELETE FROM tb WHERE id = 1 RETURNING id)
+INSERT INTO tb SELECT id, 5, 'stale' FROM d;
+ROLLBACK;
+-- A DELETE and an INSERT of the key with one token in one transaction are
+-- two writes of the row with the same token: rejected without allow_equal,
+-- as a second UPDATE with the same token is.
+BEGIN;
+SET LOCAL fencing.token = '300';
+DELETE FROM tb WHERE id = 1;
+INSERT INTO tb (id, v) VALUES (1, 'same token');
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = '300';
+DELETE FROM tb WHERE id = 1;
+SET LOCAL fencing.token = '301';
+INSERT INTO tb (id, v) VALUES (1, 'next token') RETURNING *;
+COMMIT;
+-- Other keys are not affected.
+INSERT INTO tb VALUES (2, 1, 'another key') RETURNING *;
+SELECT * FROM tb ORDER BY id;
+
+-- An aborted DELETE leaves no tombstone (nor does a rolled back savepoint).
+BEGIN;
+SET LOCAL fencing.token = '900';
+DELETE FROM tb WHERE id = 2;
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = '800';
+SAVEPOINT s;
+DELETE FROM tb WHERE id = 2;
+ROLLBACK TO SAVEPOINT s;
+SET LOCAL fencing.token = '2';
+DELETE FROM tb WHERE id = 2;
+COMMIT;
+INSERT INTO tb VALUES (2, 3, 'above the committed delete only') RETURNING *;
+
+-- on_stale = 'skip' skips such an INSERT (not counted), also in COPY.
+SELECT fencing.protect('tb', on_stale => 'skip');
+BEGIN;
+SET LOCAL fencing.token = '400';
+DELETE FROM tb WHERE id IN (1, 2);
+COMMIT;
+INSERT INTO tb VALUES (1, 399, 'stale'), (2, 401, 'newer');
+COPY tb FROM stdin;
+1	398	stale copy
+\.
+SELECT * FROM tb ORDER BY id;
+SELECT fencing.protect('tb');
+COPY tb FROM stdin;
+1	397	stale copy
+\.
+COPY tb FROM stdin;
+1	402	newer copy
+\.
+
+-- allow_equal: the deleting token itself may insert the key again.
+SELECT fencing.protect('tb', allow_equal => true);
+BEGIN;
+SET LOCAL fencing.token = '500';
+DELETE FROM tb WHERE id = 1;
+INSERT INTO tb (id, v) VALUES (1, 'equal, allowed') RETURNING *;
+COMMIT;
+INSERT INTO tb VALUES (1, 499, 'stale') ON CONFLICT DO NOTHING;
+SELECT fencing.protect('tb');
+
+---------------------------------------------------------------------------
+-- INSERT ... ON CONFLICT and MERGE.
+---------------------------------------------------------------------------
+BEGIN;
+SET LOCAL fencing.token = '600';
+DELETE FROM tb WHERE id = 1;
+COMMIT;
+INSERT INTO tb VALUES (1, 550, 'stale upsert') ON CONFLICT (id) DO UPDATE SET fence_token = excluded.fence_token, v = excluded.v;
+INSERT INTO tb VALUES (1, 550, 'stale') ON CONFLICT (id) DO NOTHING;
+MERGE INTO tb USING (VALUES (1, 550)) s(id, tok) ON tb.id = s.id
+  WHEN MATCHED THEN UPDATE SET fence_token = s.tok
+  WHEN NOT MATCHED THEN INSERT VALUES (s.id, s.tok, 'stale merge');
+MERGE INTO tb USING (VALUES (1, 601)) s(id, tok) ON tb.id = s.id
+  WHEN MATCHED THEN UPDATE SET fence_token = s.tok
+  WHEN NOT MATCHED THEN INSERT VALUES (s.id, s.tok, 'newer merge');
+-- The row exists again: an upsert is judged against it.
+INSERT INTO tb VALUES (1, 601, 'equal') ON CONFLICT (id) DO UPDATE SET fence_token = excluded.fence_token, v = excluded.v;
+INSERT INTO tb VALUES (1, 602, 'newer upsert') ON CONFLICT (id) DO UPDATE SET fence_token = excluded.fence_token, v = excluded.v;
+SELECT * FROM tb ORDER BY id;
+
+---------------------------------------------------------------------------
+-- An UPDATE that changes the key removes the old key (a tombstone with the
+-- UPDATE's token) and creates the new one (judged against its tombstone).
+---------------------------------------------------------------------------
+INSERT INTO tb VALUES (11, 10, 'eleven'), (12, 10, 'twelve');
+UPDATE tb SET id = 13, fence_token = 20 WHERE id = 11;
+INSERT INTO tb VALUES (11, 15, 'stale, key moved away with 20');
+INSERT INTO tb VALUES (11, 21, 'newer') RETURNING *;
+BEGIN;
+SET LOCAL fencing.token = '30';
+DELETE FROM tb WHERE id = 13;
+COMMIT;
+UPDATE tb SET id = 13, fence_token = 25 WHERE id = 12;
+UPDATE tb SET id = 13, fence_token = 31 WHERE id = 12 RETURNING *;
+-- An UPDATE that keeps the key leaves no tombstone.
+SELECT count(*) AS tombstones_before FROM fencing.tombstones WHERE tbl = 'tb'::regclass \gset
+UPDATE tb SET fence_token = 40, v = 'same key' WHERE id = 11;
+SELECT count(*) - :tombstones_before AS new_tombstones FROM fencing.tombstones WHERE tbl = 'tb'::regclass;
+SELECT * FROM tb ORDER BY id;
+
+---------------------------------------------------------------------------
+-- Partitions: a DELETE in a partition, an INSERT through the partitioned
+-- table; a row moved to another partition leaves a tombstone for its old
+-- key and is judged against its new key's.
+---------------------------------------------------------------------------
+CREATE TABLE tp (id int, region text, fence_token fencing.token, v text, PRIMARY KEY (region, id))
+    PARTITION BY LIST (region);
+CREATE TABLE tp_eu PARTITION OF tp FOR VALUES IN ('eu');
+CREATE TABLE tp_us PARTITION OF tp FOR VALUES IN ('us');
+SELECT fencing.protect('tp');
+INSERT INTO tp VALUES (1, 'eu', 10, 'eu'), (2, 'eu', 10, 'eu');
+BEGIN;
+SET LOCAL fencing.token = '20';
+DELETE FROM tp_eu WHERE id = 1;
+COMMIT;
+INSERT INTO tp VALUES (1, 'eu', 15, 'stale');
+INSERT INTO tp VALUES (1, 'eu', 21, 'newer') RETURNING *;
+-- Moved from eu to us with 30: (eu, 2) has a tombstone of 30.
+UPDATE tp SET region = 'us', fence_token = 30 WHERE id = 2;
+INSERT INTO tp VALUES (2, 'eu', 25, 'stale, moved away with 30');
+-- Moving onto a deleted key is judged against its tombstone.
+BEGIN;
+SET LOCAL fencing.token = '40';
+DELETE FROM tp WHERE region = 'us' AND id = 2;
+COMMIT;
+UPDATE tp SET region = 'us', id = 2, fence_token = 35 WHERE region = 'eu' AND id = 1;
+UPDATE tp SET region = 'us', id = 2, fence_token = 41 WHERE region = 'eu' AND id = 1 RETURNING *;
+SELECT tableoid::regclass, * FROM tp ORDER BY region, id;
+
+---------------------------------------------------------------------------
+-- Keys compare as the primary key does: numeric 1.0 = 1.00, -0.0 = 0.0,
+-- composite keys, text.
+---------------------------------------------------------------------------
+CREATE TABLE tk (n numeric, f float8, t text, fence_token fencing.token, PRIMARY KEY (n, f, t));
+SELECT fencing.protect('tk');
+INSERT INTO tk VALUES (1.0, 0.0, 'a', 10);
+BEGIN;
+SET LOCAL fencing.token = '20';
+DELETE FROM tk;
+COMMIT;
+INSERT INTO tk VALUES (1.00, '-0', 'a', 15);
+INSERT INTO tk VALUES (1.00, '-0', 'b', 15) RETURNING *;
+INSERT INTO tk VALUES (1, 0, 'a', 21) RETURNING *;
+-- A nondeterministic collation: 'Key' = 'kEy'.
+CREATE COLLATION tomb_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE tci (k text COLLATE tomb_ci PRIMARY KEY, fence_token fencing.token);
+SELECT fencing.protect('tci');
+INSERT INTO tci VALUES ('Key', 10);
+BEGIN;
+SET LOCAL fencing.token = '20';
+DELETE FROM tci;
+COMMIT;
+INSERT INTO tci VALUES ('kEy', 15);
+INSERT INTO tci VALUES ('kEy', 21) RETURNING *;
+
+---------------------------------------------------------------------------
+-- Tables without a primary key, and the tombstones option.
+---------------------------------------------------------------------------
+CREATE TABLE tn (id int, fence_token fencing.token, v text);
+SELECT fencing.protect('tn');
+SELECT fencing.protect('tn', tombstones => false);
+SELECT * FROM fencing.protected WHERE tbl = 'tn'::regclass;
+-- Without fence_deletes there is no deleting token to remember.
+SELECT fencing.protect('tn', fence_deletes => false);
+SELECT * FROM fencing.protected WHERE tbl = 'tn'::regclass;
+SELECT fencing.protect('tb', fence_deletes => false, tombstones => true);
+-- A unique index is not a primary key; a deferrable primary key is not one
+-- a tombstone can rely on.
+CREATE UNIQUE INDEX tn_id ON tn (id);
+SELECT fencing.protect('tn');
+CREATE TABLE td (id int PRIMARY KEY DEFERRABLE, fence_token fencing.token);
+SELECT fencing.protect('td');
+-- A primary key of a type without a hash function (money).
+CREATE TABLE tm (id money PRIMARY KEY, fence_token fencing.token);
+SELECT fencing.protect('tm');
+SELECT fencing.protect('tm', tombstones => false);
+-- A generated primary key column (BEFORE triggers see it uncomputed).
+CREATE TABLE tgen (a int NOT NULL, id int GENERATED ALWAYS AS (a * 2) STORED PRIMARY KEY, fence_token fencing.token);
+SELECT fencing.protect('tgen');
+-- Without tombstones, DELETE then INSERT is not judged against the old row.
+CREATE TABLE tw (id int PRIMARY KEY, fence_token fencing.token, v text);
+SELECT fencing.protect('tw', tombstones => false);
+INSERT INTO tw VALUES (1, 100, 'a');
+BEGIN;
+SET LOCAL fencing.token = '200';
+DELETE FROM tw WHERE id = 1;
+COMMIT;
+INSERT INTO tw VALUES (1, 5, 'accepted without tombstones') RETURNING *;
+-- A primary key dropped after protect(): writes fail instead of passing
+-- unjudged.
+ALTER TABLE tw DROP CONSTRAINT tw_pkey;
+SELECT fencing.protect('tw');
+SELECT fencing.protect('tw', tombstones => false);
+CREATE TABLE tx (id int PRIMARY KEY, fence_token fencing.token, v text);
+SELECT fencing.protect('tx');
+INSERT INTO tx VALUES (1, 10, 'a');
+ALTER TABLE tx DROP CONSTRAINT tx_pkey;
+INSERT INTO tx VALUES (2, 10, 'b');
+BEGIN;
+SET LOCAL fencing.token = '20';
+DELETE FROM tx;
+ROLLBACK;
+UPDATE tx SET fence_token = 11;
+-- An inheritance child without a primary key cannot join a table protected
+-- with tombstones.
+CREATE TABLE tc (id int PRIMARY KEY, fence_token fencing.token, v text);
+SELECT fencing.protect('tc');
+CREATE TABLE tc_child () INHERITS (tc);
+CREATE TABLE tc_child (PRIMARY KEY (id)) INHERITS (tc);
+INSERT INTO tc_child VALUES (1, 10, 'child');
+BEGIN;
+SET LOCAL fencing.token = '20';
+DELETE FROM tc WHERE id = 1;
+COMMIT;
+INSERT INTO tc_child VALUES (1, 15, 'stale');
+
+---------------------------------------------------------------------------
+-- Writers need no privilege of fencing: a role with only the table's
+-- privileges and no USAGE on schema fencing.
+---------------------------------------------------------------------------
+CREATE ROLE regress_fencing25_app;
+GRANT SELECT, INSERT, UPDATE, DELETE ON tb TO regress_fencing25_app;
+SET ROLE regress_fencing25_app;
+BEGIN;
+SET LOCAL fencing.token = '700';
+DELETE FROM tb WHERE id = 11;
+COMMIT;
+INSERT INTO tb VALUES (11, 650, 'stale');
+INSERT INTO tb VALUES (11, 701, 'newer');
+SELECT * FROM fencing.tombstones;
+RESET ROLE;
+-- A DELETE's token becomes the bar every later INSERT of the key must beat:
+-- recording it needs UPDATE on the token column, as stamping it into the row
+-- would. A role with DELETE alone cannot bar a key with a token of its
+-- choosing.
+CREATE ROLE regress_fencing25_del;
+GRANT SELECT, DELETE ON tb TO regress_fencing25_del;
+SET ROLE regress_fencing25_del;
+BEGIN;
+SET LOCAL fencing.token = '9223372036854775807';
+DELETE FROM tb WHERE id = 11;
+ROLLBACK;
+RESET ROLE;
+GRANT UPDATE (fence_token) ON tb TO regress_fencing25_del;
+SET ROLE regress_fencing25_del;
+BEGIN;
+SET LOCAL fencing.token = '710';
+DELETE FROM tb WHERE id = 11;
+ROLLBACK;
+RESET ROLE;
+
+---------------------------------------------------------------------------
+-- fencing.forget_tombstones(): removes tombstones older than the interval;
+-- after that a stale INSERT of the key is no longer caught (the documented
+-- bound).
+---------------------------------------------------------------------------
+BEGIN;
+SET LOCAL fencing.token = '800';
+DELETE FROM tb WHERE id = 11;
+COMMIT;
+SELECT fencing.forget_tombstones('1 hour');
+INSERT INTO tb VALUES (11, 750, 'stale, caught');
+SELECT fencing.forget_tombstones('0') > 0 AS forgot;
+INSERT INTO tb VALUES (11, 750, 'stale, no longer caught') RETURNING *;
+SELECT count(*) FROM fencing.tombstones WHERE tbl = 'tb'::regclass;
+SELECT fencing.forget_tombstones(NULL);
+SELECT fencing.forget_tombstones('-1 second');
+SET ROLE regress_fencing25_app;
+SELECT fencing.forget_tombstones('0');
+RESET ROLE;
+-- TRUNCATE is not a row write: it leaves no tombstone (those of earlier
+-- DELETEs stay).
+INSERT INTO tb VALUES (50, 100, 'truncated');
+TRUNCATE tb;
+INSERT INTO tb VALUES (50, 1, 'after truncate') RETURNING *;
+
+DROP TABLE tb, tp, tk, tci, tn, td, tm, tgen, tw, tx, tc CASCADE;
+DROP COLLATION tomb_ci;
+DROP ROLE regress_fencing25_app;
+DROP ROLE regress_fencing25_del;

@@ -1,0 +1,438 @@
+// Which tables a protected table's check covers, kept true by DDL: the
+// event triggers fencing_ddl_command_start and fencing_ddl_command_end.
+//
+// A write through a table reaches its partitions and its inheritance
+// children. PostgreSQL clones a partitioned table's row triggers into each
+// partition (existing, created or attached later) and drops the clone when a
+// partition is detached; it gives inheritance children nothing. So:
+//
+//  * A table that becomes an inheritance child of a protected table (CREATE
+//    TABLE ... INHERITS, ALTER TABLE ... INHERIT) gets the parent's check as
+//    its own trigger, and so do its own children; the counter moves past the
+//    tokens it holds. Refused: a foreign table, a table protected with other
+//    settings, a table whose protected parents differ.
+//  * A table ATTACHed as a partition of a protected table: the counter moves
+//    past the tokens it holds (beyond the clock bound the ATTACH is refused, as protect()
+//    refuses such a table). If it is protected on its own, its own check is
+//    dropped first (ddl_command_start), so that the clone, which has the
+//    same name, can take its place.
+//  * A partition DETACHed from a protected table keeps the check as its own
+//    trigger until someone unprotects it.
+//
+// The triggers run with the rights of the role that runs the DDL, which owns
+// the tables concerned (PostgreSQL requires it) but needs nothing of fencing:
+// the check is installed by the OID of fencing.enforce, without a lookup in
+// schema fencing. What they cannot do is refused with the DDL.
+#include "pg/bridge.hpp"
+#include "pg/tombstones.hpp"
+
+extern "C" {
+#include "catalog/dependency.h"
+#include "catalog/objectaddress.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_trigger.h"
+#include "commands/event_trigger.h"
+#include "nodes/makefuncs.h"
+#include "nodes/parsenodes.h"
+#include "tcop/deparse_utility.h"
+#include "utils/fmgroids.h"
+}
+
+extern "C" PGDLLEXPORT Datum fencing_advance_past_table(PG_FUNCTION_ARGS);
+
+using namespace fencing;
+using namespace fencing::pg;
+
+namespace {
+
+constexpr const char* kCheckName = "~fencing_enforce";
+
+// fencing.enforce(), found without a privilege check on schema fencing.
+Oid enforce_oid() {
+    const Oid nsp = get_namespace_oid("fencing", true);
+    if (!OidIsValid(nsp)) return InvalidOid;
+    oidvector* noargs = buildoidvector(nullptr, 0);
+    return GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid, CStringGetDatum("enforce"), PointerGetDatum(noargs),
+                           ObjectIdGetDatum(nsp));
+}
+
+// A table's fencing check: its trigger "~fencing_enforce" on fencing.enforce.
+struct Check {
+    bool found;
+    Oid oid;
+    Oid parent;   // the partitioned table's trigger it is a clone of, or InvalidOid
+    bytea* args;  // pg_trigger.tgargs (the arguments, each ended by a NUL)
+};
+
+Check check_of(Oid relid, Oid enforce) {
+    Check c{false, InvalidOid, InvalidOid, nullptr};
+    Relation tgrel = table_open(TriggerRelationId, AccessShareLock);
+    ScanKeyData key[2];
+    ScanKeyInit(&key[0], Anum_pg_trigger_tgrelid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+    ScanKeyInit(&key[1], Anum_pg_trigger_tgname, BTEqualStrategyNumber, F_NAMEEQ, CStringGetDatum(kCheckName));
+    SysScanDesc scan = systable_beginscan(tgrel, TriggerRelidNameIndexId, true, nullptr, 2, key);
+    HeapTuple tup = systable_getnext(scan);
+    if (HeapTupleIsValid(tup)) {
+        Form_pg_trigger t = reinterpret_cast<Form_pg_trigger>(GETSTRUCT(tup));
+        if (t->tgfoid == enforce) {
+            bool isnull = false;
+            Datum args = heap_getattr(tup, Anum_pg_trigger_tgargs, RelationGetDescr(tgrel), &isnull);
+            c.found = true;
+            c.oid = t->oid;
+            c.parent = t->tgparentid;
+            c.args = isnull ? nullptr : DatumGetByteaPCopy(args);
+        }
+    }
+    systable_endscan(scan);
+    table_close(tgrel, AccessShareLock);
+    return c;
+}
+
+bool same_settings(const bytea* a, const bytea* b) {
+    if (a == nullptr || b == nullptr) return a == b;
+    return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) && memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
+// The direct inheritance parents of a relation, in inhseqno order.
+List* parents_of(Oid relid) {
+    List* out = NIL;
+    Relation inh = table_open(InheritsRelationId, AccessShareLock);
+    ScanKeyData key;
+    ScanKeyInit(&key, Anum_pg_inherits_inhrelid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+    SysScanDesc scan = systable_beginscan(inh, InheritsRelidSeqnoIndexId, true, nullptr, 1, &key);
+    HeapTuple tup;
+    while (HeapTupleIsValid(tup = systable_getnext(scan)))
+        out = lappend_oid(out, reinterpret_cast<Form_pg_inherits>(GETSTRUCT(tup))->inhparent);
+    systable_endscan(scan);
+    table_close(inh, AccessShareLock);
+    return out;
+}
+
+const char* name_of(Oid relid) {
+    const char* n = get_rel_name(relid);
+    return n != nullptr ? n : "?";
+}
+
+// The N-th (from 0) argument of a check, or "".
+const char* check_arg(const bytea* args, int n) {
+    if (args == nullptr) return "";
+    const char* p = VARDATA_ANY(args);
+    const int len = VARSIZE_ANY_EXHDR(args);
+    for (int i = 0, start = 0, k = 0; i < len; ++i) {
+        if (p[i] != '\0') continue;
+        if (k++ == n) return pnstrdup(p + start, i - start);
+        start = i + 1;
+    }
+    return "";
+}
+
+// Installs the check with the given arguments on a table, as CREATE TRIGGER
+// would (a partitioned table's partitions get their clones).
+void install_check(Oid relid, const bytea* args, Oid enforce) {
+    // With tombstones, the table needs a primary key to remember deleted
+    // rows by (a child of legacy inheritance does not inherit its parent's).
+    if (strcmp(check_arg(args, 4), "true") == 0)
+        if (const char* problem = tombstones::key_problem(relid))
+            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                            errmsg("table \"%s\" cannot carry the check of a table protected with tombstones",
+                                   name_of(relid)),
+                            errdetail("%s Tombstones remember deleted rows by their primary key.", problem),
+                            errhint("Give it a primary key (CREATE TABLE ... (PRIMARY KEY (...)) INHERITS (...)), or "
+                                    "protect the parent with tombstones => false.")));
+    CreateTrigStmt* stmt = makeNode(CreateTrigStmt);
+    stmt->replace = false;
+    stmt->isconstraint = false;
+    stmt->trigname = pstrdup(kCheckName);
+    stmt->relation = makeRangeVar(get_namespace_name(get_rel_namespace(relid)), pstrdup(name_of(relid)), -1);
+    stmt->funcname = list_make2(makeString(pstrdup("fencing")), makeString(pstrdup("enforce")));
+    stmt->args = NIL;
+    if (args != nullptr) {
+        const char* p = VARDATA_ANY(args);
+        const int len = VARSIZE_ANY_EXHDR(args);
+        for (int i = 0, start = 0; i < len; ++i) {
+            if (p[i] != '\0') continue;
+            stmt->args = lappend(stmt->args, makeString(pnstrdup(p + start, i - start)));
+            start = i + 1;
+        }
+    }
+    stmt->row = true;
+    stmt->timing = TRIGGER_TYPE_BEFORE;
+    stmt->events = TRIGGER_TYPE_INSERT | TRIGGER_TYPE_UPDATE | TRIGGER_TYPE_DELETE;
+    stmt->columns = NIL;
+    stmt->whenClause = nullptr;
+    stmt->transitionRels = NIL;
+    stmt->deferrable = false;
+    stmt->initdeferred = false;
+    stmt->constrrel = nullptr;
+    (void)CreateTrigger(stmt, "", relid, InvalidOid, InvalidOid, InvalidOid, enforce, InvalidOid, nullptr, false,
+                        false);
+    CommandCounterIncrement();
+}
+
+// Moves the counter past the largest token of a protected table (and of
+// everything a scan of it reads), as protect() does; 22003 beyond the clock bound.
+void advance_past_tokens(Oid relid) {
+    LOCAL_FCINFO(fcinfo, 1);
+    InitFunctionCallInfoData(*fcinfo, nullptr, 1, InvalidOid, nullptr, nullptr);
+    fcinfo->args[0].value = ObjectIdGetDatum(relid);
+    fcinfo->args[0].isnull = false;
+    (void)fencing_advance_past_table(fcinfo);
+}
+
+// What the DDL was doing, for the context line of an error raised here.
+struct Doing {
+    const char* what;
+    Oid rel;
+    Oid other;
+};
+
+void doing_context(void* arg) {
+    const Doing* d = static_cast<const Doing*>(arg);
+    errcontext("fencing: %s \"%s\" %s protected table \"%s\"", d->what, name_of(d->rel),
+               strcmp(d->what, "detaching") == 0 ? "from" : "to", name_of(d->other));
+}
+
+// A table that is (or just became) an inheritance child: if a parent is
+// protected, the table and its own children must carry the parent's check.
+void cover_child(Oid relid, bool advance, Oid enforce) {
+    const char relkind = get_rel_relkind(relid);
+    if (relkind != RELKIND_RELATION && relkind != RELKIND_FOREIGN_TABLE) return;
+    if (get_rel_relispartition(relid)) return;  // PostgreSQL clones the check into partitions
+    const bytea* args = nullptr;
+    Oid from = InvalidOid;
+    ListCell* lc;
+    foreach (lc, parents_of(relid)) {
+        const Oid parent = lfirst_oid(lc);
+        Check pc = check_of(parent, enforce);
+        if (!pc.found) continue;
+        if (args == nullptr) {
+            args = pc.args;
+            from = parent;
+        } else if (!same_settings(args, pc.args)) {
+            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                            errmsg("table \"%s\" inherits from protected tables with different settings", name_of(relid)),
+                            errdetail("\"%s\" and \"%s\" are protected with different settings; a write through either "
+                                      "reaches the rows of \"%s\", which can carry one check only.",
+                                      name_of(from), name_of(parent), name_of(relid)),
+                            errhint("Protect the parent tables with the same settings.")));
+        }
+    }
+    if (from == InvalidOid) return;
+    if (relkind == RELKIND_FOREIGN_TABLE)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("foreign table \"%s\" cannot inherit from protected table \"%s\"", name_of(relid),
+                               name_of(from)),
+                        errdetail("Writes through \"%s\" would reach the foreign table, which cannot be protected.",
+                                  name_of(from)),
+                        errhint("Use a table, or unprotect \"%s\" first.", name_of(from))));
+    Check own = check_of(relid, enforce);
+    if (own.found) {
+        if (!same_settings(own.args, args))
+            ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                            errmsg("table \"%s\" is protected with other settings than its parent \"%s\"", name_of(relid),
+                                   name_of(from)),
+                            errdetail("Writes through \"%s\" reach the rows of \"%s\", which must be checked with the "
+                                      "settings of \"%s\".",
+                                      name_of(from), name_of(relid), name_of(from)),
+                            errhint("Protect \"%s\" with the same settings first, or unprotect it.", name_of(relid))));
+    } else {
+        if (pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER) != ACLCHECK_OK)
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                            errmsg("permission denied to protect table \"%s\"", name_of(relid)),
+                            errdetail("Writes through protected table \"%s\" reach the rows of \"%s\": its check must "
+                                      "be installed, which needs the TRIGGER privilege on it.",
+                                      name_of(from), name_of(relid)),
+                            errhint("Run the command as the owner of \"%s\".", name_of(relid))));
+        install_check(relid, args, enforce);
+    }
+    foreach (lc, find_inheritance_children(relid, NoLock))
+        cover_child(lfirst_oid(lc), false, enforce);
+    if (advance) advance_past_tokens(relid);
+}
+
+// A partition just detached from PARENT: it keeps the check, as its own.
+void keep_detached(Oid parent, Oid part, Oid enforce) {
+    Check pc = check_of(parent, enforce);
+    if (!pc.found || check_of(part, enforce).found) return;
+    if (pg_class_aclcheck(part, GetUserId(), ACL_TRIGGER) != ACLCHECK_OK)
+        ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                        errmsg("cannot detach partition \"%s\" from protected table \"%s\"", name_of(part),
+                               name_of(parent)),
+                        errdetail("A partition detached from a protected table stays protected until it is "
+                                  "unprotected itself; its check must be installed, which needs the TRIGGER "
+                                  "privilege on it."),
+                        errhint("Detach it as its owner, or unprotect \"%s\" first.", name_of(parent))));
+    install_check(part, pc.args, enforce);
+}
+
+// Whether a statement can add a table to, or remove one from, what writes
+// through a table reach: CREATE [FOREIGN] TABLE ... INHERITS, ALTER TABLE
+// ... INHERIT / ATTACH PARTITION / DETACH PARTITION, anything in CREATE
+// SCHEMA. (CREATE TABLE ... PARTITION OF needs nothing: PostgreSQL clones
+// the check.) Other DDL is left at that, without reading its commands.
+bool may_change_coverage(const Node* parsetree) {
+    if (parsetree == nullptr) return true;
+    if (IsA(parsetree, CreateStmt) || IsA(parsetree, CreateForeignTableStmt)) {
+        const CreateStmt* c = reinterpret_cast<const CreateStmt*>(parsetree);
+        return c->inhRelations != NIL && c->partbound == nullptr;
+    }
+    if (IsA(parsetree, AlterTableStmt)) {
+        const AlterTableStmt* a = reinterpret_cast<const AlterTableStmt*>(parsetree);
+        ListCell* lc;
+        foreach (lc, a->cmds) {
+            const AlterTableCmd* at = static_cast<const AlterTableCmd*>(lfirst(lc));
+            if (!IsA(at, AlterTableCmd)) return true;
+            if (at->subtype == AT_AddInherit || at->subtype == AT_AttachPartition ||
+                at->subtype == AT_DetachPartition || at->subtype == AT_DetachPartitionFinalize)
+                return true;
+        }
+        return false;
+    }
+    return true;
+}
+
+void ddl_command_end(FunctionCallInfo fcinfo) {
+    if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                        errmsg("fencing.ddl_command_end() was not called by the event trigger manager")));
+    if (!may_change_coverage(reinterpret_cast<const EventTriggerData*>(fcinfo->context)->parsetree)) return;
+    const Oid enforce = enforce_oid();
+    if (!OidIsValid(enforce)) return;
+
+    // The commands of this DDL, by the relation they altered or created.
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
+    if (SPI_execute("SELECT classid, objid, command FROM pg_catalog.pg_event_trigger_ddl_commands()", true, 0) !=
+        SPI_OK_SELECT)
+        elog(ERROR, "could not read the commands of the event");
+    const int n = static_cast<int>(SPI_processed);
+    Oid* objid = static_cast<Oid*>(SPI_palloc(sizeof(Oid) * (n + 1)));
+    CollectedCommand** cmds = static_cast<CollectedCommand**>(SPI_palloc(sizeof(CollectedCommand*) * (n + 1)));
+    int m = 0;
+    for (int i = 0; i < n; ++i) {
+        HeapTuple row = SPI_tuptable->vals[i];
+        TupleDesc d = SPI_tuptable->tupdesc;
+        bool n1 = true, n2 = true, n3 = true;
+        const Oid classid = DatumGetObjectId(SPI_getbinval(row, d, 1, &n1));
+        const Oid obj = DatumGetObjectId(SPI_getbinval(row, d, 2, &n2));
+        const Datum cmd = SPI_getbinval(row, d, 3, &n3);
+        if (n1 || n2 || n3 || classid != RelationRelationId) continue;
+        objid[m] = obj;
+        cmds[m] = reinterpret_cast<CollectedCommand*>(DatumGetPointer(cmd));
+        ++m;
+    }
+    SPI_finish();
+
+    for (int i = 0; i < m; ++i) {
+        const CollectedCommand* cmd = cmds[i];
+        Doing doing{nullptr, objid[i], InvalidOid};
+        ErrorContextCallback cb;
+        cb.callback = doing_context;
+        cb.arg = &doing;
+        if (cmd->type == SCT_Simple) {
+            // CREATE [FOREIGN] TABLE: INHERITS makes it a child at once.
+            cover_child(objid[i], false, enforce);
+            continue;
+        }
+        if (cmd->type != SCT_AlterTable) continue;
+        ListCell* lc;
+        foreach (lc, cmd->d.alterTable.subcmds) {
+            const CollectedATSubcmd* sub = static_cast<const CollectedATSubcmd*>(lfirst(lc));
+            if (sub->parsetree == nullptr || !IsA(sub->parsetree, AlterTableCmd)) continue;
+            const AlterTableCmd* at = reinterpret_cast<const AlterTableCmd*>(sub->parsetree);
+            const bool has_rel = sub->address.classId == RelationRelationId && OidIsValid(sub->address.objectId);
+            // ATTACH and DETACH report the partition as the subcommand's
+            // object from 16 on; before, it is found by the name given.
+            Oid part = has_rel ? sub->address.objectId : InvalidOid;
+            if (!OidIsValid(part) && at->def != nullptr && IsA(at->def, PartitionCmd) &&
+                reinterpret_cast<const PartitionCmd*>(at->def)->name != nullptr)
+                part = RangeVarGetRelid(reinterpret_cast<const PartitionCmd*>(at->def)->name, NoLock, true);
+            switch (at->subtype) {
+                case AT_AddInherit:  // objid: the child; address: the parent
+                    doing = Doing{"adding", objid[i], has_rel ? sub->address.objectId : InvalidOid};
+                    if (!OidIsValid(doing.other) && at->def != nullptr && IsA(at->def, RangeVar))
+                        doing.other = RangeVarGetRelid(reinterpret_cast<const RangeVar*>(at->def), NoLock, true);
+                    cb.previous = error_context_stack;
+                    error_context_stack = &cb;
+                    cover_child(objid[i], true, enforce);
+                    error_context_stack = cb.previous;
+                    break;
+                case AT_AttachPartition:  // objid: the partitioned table
+                    if (!OidIsValid(part) || !check_of(part, enforce).found) break;
+                    doing = Doing{"attaching", part, objid[i]};
+                    cb.previous = error_context_stack;
+                    error_context_stack = &cb;
+                    advance_past_tokens(part);
+                    error_context_stack = cb.previous;
+                    break;
+                case AT_DetachPartition:
+                case AT_DetachPartitionFinalize:
+                    if (!OidIsValid(part)) break;
+                    doing = Doing{"detaching", part, objid[i]};
+                    cb.previous = error_context_stack;
+                    error_context_stack = &cb;
+                    keep_detached(objid[i], part, enforce);
+                    error_context_stack = cb.previous;
+                    break;
+                default:
+                    break;
+            }
+        }
+    }
+}
+
+// ALTER TABLE ... ATTACH PARTITION to a protected table: the partition's own
+// checks (its own, or of its partitions) make way for the clones of the
+// partitioned table's check, which have the same name. Only where the role
+// owns the table (ATTACH needs that anyway, and fails without it).
+void ddl_command_start(FunctionCallInfo fcinfo) {
+    if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                        errmsg("fencing.ddl_command_start() was not called by the event trigger manager")));
+    const EventTriggerData* ev = reinterpret_cast<const EventTriggerData*>(fcinfo->context);
+    if (ev->parsetree == nullptr || !IsA(ev->parsetree, AlterTableStmt)) return;
+    const AlterTableStmt* stmt = reinterpret_cast<const AlterTableStmt*>(ev->parsetree);
+    if (compat::alter_table_object_type(stmt) != OBJECT_TABLE || stmt->relation == nullptr) return;
+    Oid enforce = InvalidOid;
+    ListCell* lc;
+    foreach (lc, stmt->cmds) {
+        const AlterTableCmd* at = static_cast<const AlterTableCmd*>(lfirst(lc));
+        if (!IsA(at, AlterTableCmd) || at->subtype != AT_AttachPartition || at->def == nullptr ||
+            !IsA(at->def, PartitionCmd))
+            continue;
+        const PartitionCmd* pc = reinterpret_cast<const PartitionCmd*>(at->def);
+        if (!OidIsValid(enforce)) enforce = enforce_oid();
+        if (!OidIsValid(enforce)) return;
+        const Oid parent = RangeVarGetRelid(stmt->relation, NoLock, true);
+        const Oid part = pc->name != nullptr ? RangeVarGetRelid(pc->name, NoLock, true) : InvalidOid;
+        if (!OidIsValid(parent) || !OidIsValid(part) || get_rel_relkind(parent) != RELKIND_PARTITIONED_TABLE) continue;
+        if (!check_of(parent, enforce).found) continue;
+        ListCell* rc;
+        foreach (rc, find_all_inheritors(part, NoLock, nullptr)) {
+            const Oid rel = lfirst_oid(rc);
+            Check c = check_of(rel, enforce);
+            if (!c.found || OidIsValid(c.parent) || !compat::is_relation_owner(rel, GetUserId())) continue;
+            ObjectAddress addr;
+            ObjectAddressSet(addr, TriggerRelationId, c.oid);
+            performDeletion(&addr, DROP_RESTRICT, 0);
+            CommandCounterIncrement();
+        }
+    }
+}
+
+}  // namespace
+
+FENCING_FUNCTION(fencing_ddl_command_end) {
+    return pg::guarded("fencing.ddl_command_end", [&]() -> Datum {
+        ddl_command_end(fcinfo);
+        PG_RETURN_VOID();
+    });
+}
+
+FENCING_FUNCTION(fencing_ddl_command_start) {
+    return pg::guarded("fencing.ddl_command_start", [&]() -> Datum {
+        ddl_command_start(fcinfo);
+        PG_RETURN_VOID();
+    });
+}

@@ -1,0 +1,465 @@
+// Tombstones of fencing.tombstones: see tombstones.hpp and docs/design.md.
+//
+// The race to close: an INSERT of key K is checked (its BEFORE trigger reads
+// K's tombstone) before its row reaches the primary key index, where it
+// waits for a transaction that deletes K. A DELETE of K that records its
+// tombstone in between would be missed: the INSERT goes through once the
+// DELETE commits, with an older token. So each key has a lock (an
+// advisory-type lock tag, lock_tags.hpp):
+//
+//  * A write that (re)creates K (INSERT, the INSERT half of a row moved to
+//    another partition, an UPDATE that changes the key to K) takes K's lock
+//    in ShareLock and keeps it until its row is in the index (the call
+//    site's next row, or the end of the statement), and reads K's tombstone
+//    as committed or in progress: one in progress is waited for, without the
+//    lock, and read again.
+//  * A write that removes K (a fenced DELETE, an UPDATE that changes the key
+//    away from K) takes K's lock in ExclusiveLock, records the tombstone and
+//    lets the lock go.
+//
+// So a tombstone is either recorded before the INSERT's lock (the INSERT
+// reads it, waiting for its transaction if need be), or only once the
+// INSERT's row is in the index, where the DELETE could only have found K's
+// old row still live: the INSERT failed with a unique violation (or became
+// the UPSERT's UPDATE, judged against that row).
+#include "pg/tombstones.hpp"
+
+#include "pg/bridge.hpp"
+#include "pg/lock_tags.hpp"
+
+extern "C" {
+#include "access/hash.h"
+#include "access/stratnum.h"
+#include "catalog/index.h"
+#include "catalog/pg_am_d.h"
+#include "catalog/pg_amop.h"
+#include "common/hashfn.h"
+#include "utils/catcache.h"
+#include "utils/fmgroids.h"
+}
+
+namespace fencing::pg::tombstones {
+
+namespace {
+
+constexpr int kAttTbl = 1, kAttHash = 2, kAttToken = 3, kAttDeletedAt = 4, kNatts = 4;
+constexpr std::uint64_t kSeed = UINT64_C(0x66656e63696e6721);  // "fencing!"
+
+// The OIDs of fencing.tombstones and its index, looked up once and forgotten
+// with either relation (DROP/CREATE EXTENSION).
+struct Oids {
+    Oid rel = InvalidOid;
+    Oid index = InvalidOid;
+};
+Oids cached;
+bool callback_registered = false;
+
+void invalidate_oids(Datum, Oid relid) {
+    if (relid == InvalidOid || relid == cached.rel || relid == cached.index) cached = Oids{};
+}
+
+const Oids& oids() {
+    if (OidIsValid(cached.rel)) return cached;
+    if (!callback_registered) {
+        CacheRegisterRelcacheCallback(invalidate_oids, (Datum)0);
+        callback_registered = true;
+    }
+    const Oid nsp = get_namespace_oid("fencing", true);
+    const Oid rel = OidIsValid(nsp) ? get_relname_relid("tombstones", nsp) : InvalidOid;
+    const Oid index = OidIsValid(nsp) ? get_relname_relid("tombstones_pkey", nsp) : InvalidOid;
+    if (!OidIsValid(rel) || !OidIsValid(index))
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("fencing extension is not installed in this database"),
+                        errhint("Run CREATE EXTENSION fencing.")));
+    cached = Oids{rel, index};
+    return cached;
+}
+
+// fencing.tombstones as this transaction uses it: the table and its index
+// opened once (RowExclusiveLock), the dirty snapshot and the slot of its
+// lookups. It belongs to the transaction, not to a statement: allocated in
+// TopTransactionContext, its relation references owned by
+// TopTransactionResourceOwner. Closed before the transaction commits or
+// prepares; an abort releases it with everything else.
+struct Handle {
+    Relation heap;
+    Relation index;
+    IndexInfo* index_info;
+    TupleTableSlot* slot;
+    SnapshotData dirty;
+};
+Handle* current = nullptr;
+bool xact_callback_registered = false;
+
+void close_handle() {
+    Handle* h = current;
+    current = nullptr;
+    ResourceOwner saved = CurrentResourceOwner;
+    CurrentResourceOwner = TopTransactionResourceOwner;
+    ExecDropSingleTupleTableSlot(h->slot);
+    index_close(h->index, NoLock);
+    table_close(h->heap, NoLock);
+    CurrentResourceOwner = saved;
+}
+
+void xact_callback(XactEvent event, void*) {
+    if (current == nullptr) return;
+    switch (event) {
+        case XACT_EVENT_PRE_COMMIT:
+        case XACT_EVENT_PARALLEL_PRE_COMMIT:
+        case XACT_EVENT_PRE_PREPARE:
+            close_handle();
+            break;
+        default:
+            // Ended otherwise (an abort): released with the transaction.
+            current = nullptr;
+            break;
+    }
+}
+
+Handle* handle() {
+    if (current != nullptr) return current;
+    if (!xact_callback_registered) {
+        RegisterXactCallback(xact_callback, nullptr);
+        xact_callback_registered = true;
+    }
+    const Oids& o = oids();
+    MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+    ResourceOwner saved = CurrentResourceOwner;
+    CurrentResourceOwner = TopTransactionResourceOwner;
+    Handle* h = static_cast<Handle*>(palloc0(sizeof(Handle)));
+    PG_TRY();
+    {
+        h->heap = table_open(o.rel, RowExclusiveLock);
+        TupleDesc d = RelationGetDescr(h->heap);
+        if (d->natts != kNatts || TupleDescAttr(d, kAttTbl - 1)->atttypid != OIDOID ||
+            TupleDescAttr(d, kAttHash - 1)->atttypid != INT8OID ||
+            TupleDescAttr(d, kAttToken - 1)->atttypid != INT8OID ||
+            TupleDescAttr(d, kAttDeletedAt - 1)->atttypid != TIMESTAMPTZOID)
+            ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.tombstones has an unexpected layout"),
+                            errhint("The table was altered by hand; reinstall the fencing extension.")));
+        h->index = index_open(o.index, RowExclusiveLock);
+        h->index_info = BuildIndexInfo(h->index);
+        InitDirtySnapshot(h->dirty);
+        h->slot = table_slot_create(h->heap, nullptr);
+    }
+    PG_FINALLY();
+    {
+        CurrentResourceOwner = saved;
+        MemoryContextSwitchTo(old);
+    }
+    PG_END_TRY();
+    current = h;
+    return h;
+}
+
+// The extended (64-bit, seeded) hash function of a hash operator family that
+// has EQOP as its equality, so that values equal by EQOP hash equally.
+Oid hash_extended_for(Oid eqop) {
+    Oid proc = InvalidOid;
+    CatCList* list = SearchSysCacheList1(AMOPOPID, ObjectIdGetDatum(eqop));
+    for (int i = 0; i < list->n_members && !OidIsValid(proc); ++i) {
+        const Form_pg_amop a = reinterpret_cast<Form_pg_amop>(GETSTRUCT(&list->members[i]->tuple));
+        if (a->amopmethod == HASH_AM_OID && a->amopstrategy == HTEqualStrategyNumber)
+            proc = get_opfamily_proc(a->amopfamily, a->amoplefttype, a->amoprighttype, HASHEXTENDED_PROC);
+    }
+    ReleaseSysCacheList(list);
+    return proc;
+}
+
+// The lock of key HASH of relation RELID.
+LOCKTAG key_tag(Oid relid, std::uint64_t hash) {
+    const std::uint64_t k = hash_combine64(hash, static_cast<std::uint64_t>(relid) * UINT64_C(0x9E3779B97F4A7C15));
+    LOCKTAG tag;
+    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(k >> 32), static_cast<uint32>(k), kTombstoneTagKind);
+    return tag;
+}
+
+struct Found {
+    bool found;
+    std::int64_t token;
+    ItemPointerData tid;
+    TimestampTz deleted_at;
+    TransactionId writer;  // a transaction in progress that wrote it (then nothing else is valid)
+};
+
+// The tombstone of (RELID, HASH), committed or written by this transaction.
+// The scan is begun and ended here, in the caller's memory: an index scan
+// kept across rows would keep state allocated in memory that is reset
+// after every row.
+Found lookup(Handle* h, Oid relid, std::uint64_t hash) {
+    Found f{false, 0, {}, 0, InvalidTransactionId};
+    ScanKeyData skey[2];
+    ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+    ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(static_cast<std::int64_t>(hash)));
+    IndexScanDesc scan = compat::index_scan_begin(h->heap, h->index, &h->dirty, 2);
+    index_rescan(scan, skey, 2, nullptr, 0);
+    while (index_getnext_slot(scan, ForwardScanDirection, h->slot)) {
+        const TransactionId writer = TransactionIdIsValid(h->dirty.xmin) ? h->dirty.xmin : h->dirty.xmax;
+        if (TransactionIdIsValid(writer)) {
+            f.writer = writer;
+            break;
+        }
+        bool isnull = false;
+        const std::int64_t token = DatumGetInt64(slot_getattr(h->slot, kAttToken, &isnull));
+        if (!f.found || token > f.token) {
+            f.found = true;
+            f.token = token;
+            f.tid = h->slot->tts_tid;
+            f.deleted_at = DatumGetTimestampTz(slot_getattr(h->slot, kAttDeletedAt, &isnull));
+        }
+    }
+    ExecClearTuple(h->slot);
+    index_endscan(scan);
+    return f;
+}
+
+void wait_for(TransactionId xid) { XactLockTableWait(xid, nullptr, nullptr, XLTW_None); }
+
+void end_of_statement(void* arg) { release(static_cast<Site*>(arg)); }
+
+void watch(Site* site, MemoryContext cxt) {
+    if (site->callback_set) return;
+    site->callback.func = end_of_statement;
+    site->callback.arg = site;
+    MemoryContextRegisterResetCallback(cxt, &site->callback);
+    site->callback_set = true;
+}
+
+void hold(Site* site, const LOCKTAG& tag, LOCKMODE mode) {
+    if (site->nlocks == 2) release(site);  // not expected: a row takes one key lock
+    site->tag[site->nlocks] = tag;
+    site->mode[site->nlocks] = mode;
+    site->lock_owner[site->nlocks] = CurrentResourceOwner;
+    ++site->nlocks;
+}
+
+}  // namespace
+
+void build_key(Key* key, Relation rel, MemoryContext cxt) {
+    key->built = true;
+    key->usable = false;
+    key->problem = nullptr;
+    key->natts = 0;
+    const Oid pk = compat::primary_key_index(rel);
+    if (!OidIsValid(pk)) {
+        key->problem = "It has no primary key (a deferrable one does not count).";
+        return;
+    }
+    Relation idx = index_open(pk, AccessShareLock);
+    const int n = idx->rd_index->indnkeyatts;
+    TupleDesc desc = RelationGetDescr(rel);
+    for (int k = 0; k < n && key->problem == nullptr; ++k) {
+        const AttrNumber att = idx->rd_index->indkey.values[k];
+        if (att <= 0) {
+            key->problem = "Its primary key has an expression column.";
+            break;
+        }
+        if (TupleDescAttr(desc, att - 1)->attgenerated != '\0') {
+            key->problem = psprintf("Its primary key column \"%s\" is a generated column, which BEFORE triggers see "
+                                    "before it is computed.",
+                                    NameStr(TupleDescAttr(desc, att - 1)->attname));
+            break;
+        }
+        const Oid type = idx->rd_opcintype[k];
+        const Oid eqop = get_opfamily_member(idx->rd_opfamily[k], type, type, BTEqualStrategyNumber);
+        const Oid hproc = OidIsValid(eqop) ? hash_extended_for(eqop) : InvalidOid;
+        if (!OidIsValid(hproc)) {
+            Form_pg_attribute a = TupleDescAttr(desc, att - 1);
+            key->problem = psprintf("Its primary key column \"%s\" is of type %s, which has no hash function.",
+                                    NameStr(a->attname), format_type_be(a->atttypid));
+            break;
+        }
+        key->att[k] = att;
+        key->coll[k] = idx->rd_indcollation[k];
+        fmgr_info_cxt(hproc, &key->hash[k], cxt);
+    }
+    index_close(idx, AccessShareLock);
+    if (key->problem != nullptr) return;
+    key->natts = n;
+    key->usable = true;
+}
+
+const char* key_problem(Oid relid) {
+    Relation rel = relation_open(relid, AccessShareLock);
+    Key* key = static_cast<Key*>(palloc0(sizeof(Key)));
+    build_key(key, rel, CurrentMemoryContext);
+    relation_close(rel, AccessShareLock);
+    return key->usable ? nullptr : key->problem;
+}
+
+std::uint64_t hash_key(const Key* key, Relation rel, HeapTuple tup) {
+    TupleDesc desc = RelationGetDescr(rel);
+    std::uint64_t h = 0;
+    for (int k = 0; k < key->natts; ++k) {
+        bool isnull = false;
+        const Datum v = heap_getattr(tup, key->att[k], desc, &isnull);
+        const std::uint64_t hk =
+            isnull ? UINT64_C(0x6e756c6c)
+                   : DatumGetUInt64(FunctionCall2Coll(const_cast<FmgrInfo*>(&key->hash[k]), key->coll[k], v,
+                                                      UInt64GetDatum(kSeed)));
+        h = hash_combine64(h, hk);
+    }
+    return h;
+}
+
+std::optional<std::int64_t> claim(Relation rel, std::uint64_t hash, Site* site, MemoryContext cxt) {
+    watch(site, cxt);
+    Handle* h = handle();
+    const Oid relid = RelationGetRelid(rel);
+    const LOCKTAG tag = key_tag(relid, hash);
+    for (;;) {
+        (void)LockAcquire(&tag, ShareLock, false, false);
+        const Found f = lookup(h, relid, hash);
+        if (!TransactionIdIsValid(f.writer)) {
+            hold(site, tag, ShareLock);
+            if (f.found) return f.token;
+            return std::nullopt;
+        }
+        // A tombstone being written: wait for its transaction without the
+        // lock (it may need it), then read again.
+        LockRelease(&tag, ShareLock, false);
+        wait_for(f.writer);
+    }
+}
+
+void record(Relation rel, std::uint64_t hash, std::int64_t token) {
+    if (XactReadOnly)
+        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+                        errmsg("cannot record the deletion of a row of relation \"%s\" in a read-only transaction",
+                               RelationGetRelationName(rel)),
+                        errdetail("A fenced DELETE writes a tombstone into fencing.tombstones.")));
+    Handle* h = handle();
+    const Oid relid = RelationGetRelid(rel);
+    const LOCKTAG tag = key_tag(relid, hash);
+    (void)LockAcquire(&tag, ExclusiveLock, false, false);
+    Found f;
+    for (;;) {
+        f = lookup(h, relid, hash);
+        if (!TransactionIdIsValid(f.writer)) break;
+        LockRelease(&tag, ExclusiveLock, false);
+        wait_for(f.writer);
+        (void)LockAcquire(&tag, ExclusiveLock, false, false);
+    }
+    if (f.found && f.token > token) token = f.token;
+    if (f.found) simple_heap_delete(h->heap, &f.tid);
+    Datum values[kNatts];
+    bool nulls[kNatts] = {false, false, false, false};
+    values[kAttTbl - 1] = ObjectIdGetDatum(relid);
+    values[kAttHash - 1] = Int64GetDatum(static_cast<std::int64_t>(hash));
+    values[kAttToken - 1] = Int64GetDatum(token);
+    values[kAttDeletedAt - 1] = TimestampTzGetDatum(GetCurrentTimestamp());
+    HeapTuple tup = heap_form_tuple(RelationGetDescr(h->heap), values, nulls);
+    simple_heap_insert(h->heap, tup);
+    Datum ivalues[2] = {values[kAttTbl - 1], values[kAttHash - 1]};
+    bool inulls[2] = {false, false};
+    compat::index_insert_unique(h->index, ivalues, inulls, &tup->t_self, h->heap, h->index_info);
+    heap_freetuple(tup);
+    LockRelease(&tag, ExclusiveLock, false);
+}
+
+void release(Site* site) {
+    // While a (sub)transaction aborts, its locks go with it; and a lock is
+    // released by the resource owner that took it (a statement's locks
+    // belong to its portal), never by another.
+    if (IsTransactionState())
+        for (int i = 0; i < site->nlocks; ++i)
+            if (site->lock_owner[i] == CurrentResourceOwner && compat::lock_held_by_me(&site->tag[i], site->mode[i]))
+                LockRelease(&site->tag[i], site->mode[i], false);
+    site->nlocks = 0;
+}
+
+}  // namespace fencing::pg::tombstones
+
+// fencing.forget_tombstones(older_than interval): removes the tombstones
+// recorded at least OLDER_THAN ago; returns how many (at most kMaxPerCall per
+// call: call again until it returns 0). A tombstone whose key is being
+// written at the moment is left for the next call. After its tombstone is
+// gone, an INSERT of a deleted key is no longer judged against the deleting
+// token.
+namespace {
+
+using namespace fencing::pg;
+using namespace fencing::pg::tombstones;
+
+constexpr int kMaxPerCall = 10000;
+
+struct Candidate {
+    Oid tbl;
+    std::uint64_t hash;
+};
+
+std::int64_t forget(FunctionCallInfo fcinfo) {
+    if (PG_ARGISNULL(0))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("older_than must not be null"),
+                        errhint("Pass how old a tombstone must be to be removed, e.g. '30 days'.")));
+    Interval* iv = PG_GETARG_INTERVAL_P(0);
+    const __int128 usecs = static_cast<__int128>(iv->time) + static_cast<__int128>(iv->day) * USECS_PER_DAY +
+                           static_cast<__int128>(iv->month) * DAYS_PER_MONTH * USECS_PER_DAY;
+    if (usecs < 0)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("older_than must be zero or positive"),
+                        errdetail("The interval given is %s.",
+                                  DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(iv))))));
+    if (RecoveryInProgress())
+        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION), errmsg("cannot forget tombstones during recovery")));
+    if (XactReadOnly)
+        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+                        errmsg("cannot forget tombstones in a read-only transaction")));
+    const __int128 limit = static_cast<__int128>(GetCurrentTimestamp()) - usecs;
+    const TimestampTz cutoff = limit < static_cast<__int128>(DT_NOBEGIN) + 1 ? DT_NOBEGIN + 1
+                                                                              : static_cast<TimestampTz>(limit);
+
+    Handle* h = handle();
+    Candidate* cand = static_cast<Candidate*>(palloc(sizeof(Candidate) * kMaxPerCall));
+    int n = 0;
+    {
+        Snapshot snap = RegisterSnapshot(GetLatestSnapshot());
+        SysScanDesc scan = systable_beginscan(h->heap, InvalidOid, false, snap, 0, nullptr);
+        HeapTuple tup;
+        TupleDesc d = RelationGetDescr(h->heap);
+        while (n < kMaxPerCall && HeapTupleIsValid(tup = systable_getnext(scan))) {
+            bool isnull = false;
+            if (DatumGetTimestampTz(heap_getattr(tup, kAttDeletedAt, d, &isnull)) >= cutoff || isnull) continue;
+            cand[n].tbl = DatumGetObjectId(heap_getattr(tup, kAttTbl, d, &isnull));
+            cand[n].hash = static_cast<std::uint64_t>(DatumGetInt64(heap_getattr(tup, kAttHash, d, &isnull)));
+            ++n;
+        }
+        systable_endscan(scan);
+        UnregisterSnapshot(snap);
+    }
+    std::int64_t forgotten = 0;
+    for (int i = 0; i < n; ++i) {
+        const LOCKTAG tag = key_tag(cand[i].tbl, cand[i].hash);
+        if (compat::try_lock_quietly(&tag, ExclusiveLock, false) == LOCKACQUIRE_NOT_AVAIL) continue;
+        Found f = lookup(h, cand[i].tbl, cand[i].hash);
+        if (!TransactionIdIsValid(f.writer) && f.found && f.deleted_at < cutoff) {
+            simple_heap_delete(h->heap, &f.tid);
+            ++forgotten;
+        }
+        LockRelease(&tag, ExclusiveLock, false);
+    }
+    pfree(cand);
+    return forgotten;
+}
+
+}  // namespace
+
+FENCING_FUNCTION(fencing_forget_tombstones) {
+    return guarded("fencing.forget_tombstones", [&]() -> Datum { PG_RETURN_INT64(forget(fcinfo)); });
+}
+
+// fencing.tombstone_key_problem(tbl regclass): why the table's primary key
+// cannot carry tombstones, or NULL. For the table's owner (protect() asks).
+FENCING_FUNCTION(fencing_tombstone_key_problem) {
+    return guarded("fencing.tombstone_key_problem", [&]() -> Datum {
+        const Oid relid = PG_GETARG_OID(0);
+        const char* relname = get_rel_name(relid);
+        if (relname == nullptr)
+            ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", relid)));
+        if (!compat::is_relation_owner(relid, GetUserId()))
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE), errmsg("must be owner of table %s", relname)));
+        const char* problem = key_problem(relid);
+        if (problem == nullptr) PG_RETURN_NULL();
+        PG_RETURN_TEXT_P(cstring_to_text(problem));
+    });
+}

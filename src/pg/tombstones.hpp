@@ -1,0 +1,67 @@
+// Tombstones: the token with which a row of a protected table was deleted,
+// per (table, primary key), in fencing.tombstones, so that a later INSERT of
+// the key (or an UPDATE that moves a row onto it) is judged against it.
+//
+// Written by the module under the writer's own transaction (an aborted
+// DELETE leaves none; no privilege of the writer is needed), read as
+// committed or in progress (never through the writer's snapshot), and
+// removed by fencing.forget_tombstones(). See docs/design.md, "Tombstones",
+// for the lock that keeps a DELETE and an INSERT of one key running at once
+// from missing each other.
+#pragma once
+#include "pg/pg.hpp"
+
+#include <cstdint>
+#include <optional>
+
+namespace fencing::pg::tombstones {
+
+// How a table's primary key is hashed; built once per statement and table
+// (a call site of the trigger).
+struct Key {
+    bool built;
+    bool usable;          // an immediate primary key whose columns all hash
+    const char* problem;  // why not (a sentence), when !usable
+    int natts;
+    AttrNumber att[INDEX_MAX_KEYS];
+    Oid coll[INDEX_MAX_KEYS];
+    FmgrInfo hash[INDEX_MAX_KEYS];
+};
+
+// The key locks a call site holds: those taken for its last row, from that
+// row's check until the row is in the primary key index (the call site's
+// next row, or the end of the statement: when CXT of claim(), the
+// statement's memory, goes; or with the (sub)transaction that aborts).
+struct Site {
+    int nlocks;
+    LOCKTAG tag[2];
+    LOCKMODE mode[2];
+    ResourceOwner lock_owner[2];
+    bool callback_set;
+    MemoryContextCallback callback;
+};
+
+// Fills KEY for REL (memory for the function lookups in CXT).
+void build_key(Key* key, Relation rel, MemoryContext cxt);
+
+// Why RELID's primary key cannot carry tombstones (a sentence), or nullptr.
+const char* key_problem(Oid relid);
+
+// The 64-bit hash of TUP's primary key (KEY must be usable): equal keys, as
+// the primary key compares them, hash equally.
+std::uint64_t hash_key(const Key* key, Relation rel, HeapTuple tup);
+
+// For a row about to (re)create key HASH of REL: takes the key's lock (kept
+// in SITE until release()) and returns the token of the key's tombstone, if
+// any, once no transaction in progress is writing that tombstone.
+std::optional<std::int64_t> claim(Relation rel, std::uint64_t hash, Site* site, MemoryContext cxt);
+
+// Records that the row of REL with key HASH was deleted with TOKEN (keeping
+// a newer tombstone's token).
+void record(Relation rel, std::uint64_t hash, std::int64_t token);
+
+// Releases the key locks SITE holds (those of the current resource owner;
+// the others go with their owner, at the end of the (sub)transaction).
+void release(Site* site);
+
+}  // namespace fencing::pg::tombstones
