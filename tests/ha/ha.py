@@ -830,6 +830,7 @@ class Run:
     # -- scenarios --
     def scenario_standbys(self):
         ld = self.cl.wait_healthy()
+        wait_caught_up(self.cl, ld)  # the database is on every replica
         for n in self.cl.nodes:
             if n is ld:
                 continue
@@ -1080,6 +1081,47 @@ class Run:
         self.violation(rc == 0, f"jepsen: 0 violations over {n} switchovers and failovers (exit status {rc})",
                        self.jepsen_line + "\n" + errtext[-3000:])
         tap.note(self.jepsen_line)
+        if rc == 0:
+            self.jepsen_tampered(jdir, env, nodes)
+
+    def jepsen_tampered(self, jdir, env, nodes):
+        """The multi-node checks can fail: the checker, run again on a
+        history with a forged acquisition (acknowledged on the first
+        timeline, after the last one granted, with an old token) and on a
+        cluster where one replica stopped replaying before a forged log row,
+        must report zombie, counter-order and node-diverged."""
+        cl = self.cl
+        tdir = os.path.join(jdir, "tamper")
+        shutil.rmtree(tdir, ignore_errors=True)
+        shutil.copytree(os.path.join(jdir, "real"), tdir)
+        last = 0
+        hdir = os.path.join(tdir, "history")
+        for fn in os.listdir(hdir):
+            with open(os.path.join(hdir, fn)) as f:
+                for line in f:
+                    try:
+                        last = max(last, int(line.split("\t", 1)[0]))
+                    except ValueError:
+                        pass
+        with open(os.path.join(hdir, "w99.1.log"), "w") as f:
+            f.write(f"{last + 1000}\tw99.1\tinvoke\tacquire\t1\t1\t-\tsession\t-\t-\n")
+            f.write(f"{last + 2000}\tw99.1\tok\tacquire\t1\t1\t2\t-\t-\tbackend 1 node "
+                    f"{cl.nodes[0].port} tl 1\n")
+        ld = cl.wait_healthy()
+        lagging = next(n for n in cl.nodes if n is not ld)
+        lagging.query("SELECT pg_wal_replay_pause()", dbname="postgres")
+        try:
+            ld.query("INSERT INTO jepsen_log (resource, token, val, worker, opid, form) "
+                     "VALUES (1, 1, 1, 'w98.1', 1, 'update')", dbname="fencing_jepsen")
+            r = subprocess.run([os.path.join(jdir, "jepsen"), "check", "--mode", "real", "--db", "fencing_jepsen",
+                                "--dir", tdir, "--nodes", nodes], capture_output=True, text=True, env=env,
+                               timeout=300)
+        finally:
+            lagging.query("SELECT pg_wal_replay_resume()", dbname="postgres")
+        line = next((l for l in r.stdout.splitlines() if l.startswith("jepsen real")), "")
+        tap.ok(r.returncode == 1 and all(k in line for k in ("zombie", "counter-order", "node-diverged")),
+               "jepsen: the checker reports a forged acknowledgement on an old timeline (zombie, counter-order) "
+               "and a replica that did not replay the primary's rows (node-diverged)", line + r.stderr[-2000:])
 
     def jepsen_event(self, kind, n):
         cl = self.cl

@@ -540,7 +540,7 @@ CheckResult check_run(const Config& cfg) {
                 continue;
             }
             bool caught_up = false;
-            for (int i = 0; i < 1200 && !caught_up; ++i) {
+            for (int i = 0; i < 300 && !caught_up; ++i) {
                 Result r = n.exec("SELECT NOT pg_is_in_recovery() OR pg_last_wal_replay_lsn() >= $1::pg_lsn",
                                   {lsn.value()});
                 caught_up = r.ok && r.value() == "t";
