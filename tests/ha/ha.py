@@ -188,6 +188,7 @@ class Node:
         self.proc = subprocess.Popen(["patroni", self.cfg], stdout=logf, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         logf.close()
+        self.cl.note_pid(self.proc.pid)
 
     def postmaster_pid(self):
         try:
@@ -289,6 +290,7 @@ class Cluster:
              "--initial-cluster-state", "new", "--log-level", "warn", "--enable-v2=true"],
             stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         logf.close()
+        self.note_pid(self.etcd.pid)
         deadline = time.time() + 30
         while time.time() < deadline:
             try:
@@ -304,6 +306,12 @@ class Cluster:
         self.wait_leader(timeout=120)
         for n in self.nodes[1:]:
             n.start()
+
+    def note_pid(self, pid):
+        """Every process started, for the test runner's last-resort cleanup
+        should this script itself be killed (tests/scripts/suites.sh)."""
+        with open(os.path.join(self.dir, "pids"), "a") as f:
+            f.write(f"{pid}\n")
 
     def leader(self, exclude=()):
         """The node Patroni reports as leader, asked of every live node."""
@@ -854,6 +862,7 @@ class Run:
         for p in senders:
             signal_quietly(p, signal.SIGSTOP)
             self.cl.stopped.add(p)
+        th, result = None, {}
         try:
             c = ld.connect(options="-c statement_timeout=2000")
             cur = c.cursor()
@@ -870,9 +879,27 @@ class Run:
             tap.ok("synchronous standby" in msg, "sync wait: the error names the synchronous standby", msg)
             cur.execute("SELECT count(*) FROM fencing.locks WHERE pid = pg_backend_pid()")
             tap.ok(cur.fetchone()[0] == 0, "sync wait: no fencing lock is held after the canceled wait")
+            # An ordinary commit waits too, and statement_timeout does not end
+            # that wait (PostgreSQL disarms it before the commit); a cancel
+            # does, and the commit is then reported committed with a WARNING
+            # (PostgreSQL's behaviour): an unknown outcome for the client.
+            pid = c.get_backend_pid()
+            canceler = threading.Timer(3.0, lambda: ld.query("SELECT pg_cancel_backend(%s)", (pid,)))
+            canceler.start()
+            code = None
+            t0 = time.monotonic()
+            try:
+                cur.execute("INSERT INTO ha_plain VALUES ('sync-wait')")
+            except psycopg2.Error as e:
+                code = pgcode(e)
+            waited = time.monotonic() - t0
+            canceler.join()
+            warned = any("canceling wait for synchronous replication" in m for m in c.notices)
+            tap.ok(code is None and warned and waited >= 2.5,
+                   f"sync wait: a plain commit waits past statement_timeout; a cancel ends it and it is reported "
+                   f"committed, with a WARNING ({waited:.1f} s)", f"got {code}, notices {c.notices}")
             c.close()
             # Without a timeout it waits until the standby confirms.
-            result = {}
 
             def blocked():
                 try:
@@ -887,7 +914,8 @@ class Run:
             for p in senders:
                 signal_quietly(p, signal.SIGCONT)
                 self.cl.stopped.discard(p)
-        th.join(timeout=60)
+        if th is not None:
+            th.join(timeout=60)
         tap.ok(result.get("token", 0) > before,
                "sync wait: once the standby confirms, the waiting acquire returns a greater token", str(result))
 
@@ -1301,18 +1329,30 @@ def main():
     args = ap.parse_args()
     print(f"# seed {args.seed}", flush=True)
     run = Run(args)
-    summary = None
+    out = {}
 
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt()
-    signal.signal(signal.SIGTERM, on_signal)
-    try:
-        summary = run.main()
-    except BaseException as e:
-        import traceback
-        tap.ok(False, "the run completed", traceback.format_exc())
-    finally:
-        run.cl.shutdown()
+    # The scenarios run in a thread of their own, so that this thread stays
+    # free to stop everything on SIGTERM (a time limit) even while a
+    # scenario's connection waits inside libpq.
+    def scenarios():
+        try:
+            out["summary"] = run.main()
+        except BaseException:
+            import traceback
+            out["error"] = traceback.format_exc()
+
+    stop = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.append(signum))
+    th = threading.Thread(target=scenarios, daemon=True)
+    th.start()
+    while th.is_alive() and not stop:
+        th.join(0.5)
+    summary = out.get("summary")
+    if stop:
+        tap.ok(False, "the run completed", "stopped by SIGTERM (time limit)")
+    elif "error" in out:
+        tap.ok(False, "the run completed", out["error"])
+    run.cl.shutdown()
     print(f"1..{tap.n}", flush=True)
     if summary:
         print(summary + ("" if tap.failed == 0 else f" ({tap.failed} assertions failed)"), flush=True)

@@ -377,6 +377,17 @@ suite_ha() {
   mkdir -p "$dir"
   limited env PGBIN="$PGBIN" python3 tests/ha/ha.py --dir "$dir/run" --profile "$FENCING_PROFILE" \
       ${FENCING_HA_SEED:+--seed "$FENCING_HA_SEED"} > "$dir/output.txt" 2>&1 || rc=$?
+  # ha.py stops what it started; should it have been killed itself, stop its
+  # etcd, Patroni and PostgreSQL processes here: the pids it noted, each only
+  # while its command line still names this run's directory.
+  local pid f
+  for pid in $(cat "$dir/run/pids" 2>/dev/null) $(for f in "$dir"/run/node*/data/postmaster.pid; do
+                                                    [ -f "$f" ] && head -n 1 "$f"; done); do
+    if tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF "$dir/run/"; then
+      kill -CONT "$pid" 2>/dev/null || true
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
   parse_tap ha ha "$dir/output.txt" "$rc"
   grep -E '^(ha (quick|long):|control )' "$dir/output.txt" | sed 's/^/  /' || true
   if failed_in ha; then
