@@ -568,10 +568,30 @@ class Workers:
 
 # ------------------------------------------------------------- checks ----
 
+def stale_born(acquires):
+    """The acquisitions an old primary granted after a newer timeline had
+    granted a token (before its HA manager demoted it): from a counter
+    window its standby confirmed ahead, so below every token of the newer
+    timeline. Returns {id(acquire): the newer grant}."""
+    evs = sorted([(a["inv"], 0, a) for a in acquires] + [(a["done"], 1, a) for a in acquires],
+                 key=lambda e: (e[0], e[1]))
+    newest, out = None, {}
+    for t, kind, a in evs:
+        if kind == 1:
+            if id(a) not in out and (newest is None or a["tl"] > newest["tl"]):
+                newest = a
+        elif newest is not None and a["tl"] < newest["tl"]:
+            out[id(a)] = newest
+    return out
+
+
 def check_counter(acquires):
     """Every acquisition's token is greater than the token of every
     acquisition that completed before it began (one database-wide counter,
-    across every node it moved to). Returns the violations."""
+    across every node it moved to), but for tokens an old primary granted
+    after a newer timeline had granted one: those must be below that newer
+    grant's token (stale from birth). Returns the violations."""
+    old = stale_born(acquires)
     evs = []
     for a in acquires:
         evs.append((a["inv"], 0, a))
@@ -579,7 +599,13 @@ def check_counter(acquires):
     evs.sort(key=lambda e: (e[0], e[1]))
     best = None
     bad = []
+    for a in acquires:
+        if id(a) in old and a["token"] >= old[id(a)]["token"]:
+            bad.append(f"token {a['token']} granted on timeline {a['tl']} after timeline {old[id(a)]['tl']} granted "
+                       f"{old[id(a)]['token']} is not below it")
     for t, kind, a in evs:
+        if id(a) in old:
+            continue
         if kind == 1:
             if best is None or a["token"] > best["token"]:
                 best = a
@@ -595,12 +621,11 @@ def check_counter(acquires):
 
 
 def check_zombie(acquires, writes):
-    """Nothing is acknowledged on a timeline once a newer timeline granted a
-    token: an old primary that lives on accepts nothing a client sees."""
+    """No write is acknowledged on a timeline once a newer timeline granted a
+    token: an old primary that lives on commits nothing a client sees."""
     grants = sorted((a["done"], a["tl"]) for a in acquires)
     bad = []
-    acked = [("acquire", a["inv"], a["tl"], a["token"]) for a in acquires]
-    acked += [("write", w["inv"], w["tl"], w["token"]) for w in writes.values() if w["outcome"] == "ok"]
+    acked = [("write", w["inv"], w["tl"], w["token"]) for w in writes.values() if w["outcome"] == "ok"]
     import bisect
     times = [g[0] for g in grants]
     prefix_max = []
@@ -703,6 +728,7 @@ class Run:
         self.after_failover = []   # (what, seconds to a writable leader, seconds to the first token, 57014 seen)
         self.jepsen_line = ""
         self.control_line = ""
+        self.stale_born_seen = 0
 
     # -- helpers --
     def violation(self, cond, name, diag=None):
@@ -1024,8 +1050,13 @@ class Run:
             th.join(timeout=90)
         self.violation(out.get("z2") not in (None, "acknowledged"),
                        f"{what}: the zombie's fenced write (stale token) is not acknowledged ({out.get('z2')})")
-        self.violation(out.get("z1") is not None and not out["z1"].startswith("token"),
-                       f"{what}: the zombie hands out no token ({out.get('z1')})")
+        # It may hand out a token its standby confirmed ahead, never one
+        # that is not below the new primary's.
+        z1_token = int(out["z1"].split()[1]) if str(out.get("z1", "")).startswith("token") else None
+        self.violation(out.get("z1") is not None and (z1_token is None or z1_token < tn),
+                       f"{what}: the zombie hands out no token above the new primary's ({out.get('z1')})")
+        if z1_token is not None:
+            self.stale_born_seen += 1
         for x in (z1, z2):
             try:
                 x.close()
@@ -1044,8 +1075,9 @@ class Run:
         self.violation(not bad, f"{label}: every token is above every token returned before it was asked for "
                                 f"({len(self.hist.acquires)} tokens)", "\n".join(bad[:20]))
         bad = check_zombie(self.hist.acquires, self.hist.writes)
-        self.violation(not bad, f"{label}: nothing was acknowledged on an old timeline after a newer one granted a "
+        self.violation(not bad, f"{label}: no write was acknowledged on an old timeline after a newer one granted a "
                                 f"token", "\n".join(bad[:20]))
+        self.stale_born_seen += len(stale_born(self.hist.acquires))
         bad, checked = check_writes(ld, self.hist.writes, self.resources)
         self.violation(not bad, f"{label}: every acknowledged write is on the primary ({checked} writes), per-row "
                                 f"tokens increase in commit order", "\n".join(bad[:20]))
@@ -1139,9 +1171,15 @@ class Run:
                     except ValueError:
                         pass
         with open(os.path.join(hdir, "w99.1.log"), "w") as f:
+            # On the first timeline, after the last one granted, a token
+            # above everything: an old primary handing out a live token.
             f.write(f"{last + 1000}\tw99.1\tinvoke\tacquire\t1\t1\t-\tsession\t-\t-\n")
-            f.write(f"{last + 2000}\tw99.1\tok\tacquire\t1\t1\t2\t-\t-\tbackend 1 node "
+            f.write(f"{last + 2000}\tw99.1\tok\tacquire\t1\t1\t9000000000000000000\t-\t-\tbackend 1 node "
                     f"{cl.nodes[0].port} tl 1\n")
+            # Then, on a newer timeline than any, a token below everything.
+            f.write(f"{last + 3000}\tw99.1\tinvoke\tacquire\t2\t2\t-\tsession\t-\t-\n")
+            f.write(f"{last + 4000}\tw99.1\tok\tacquire\t2\t2\t2\t-\t-\tbackend 1 node "
+                    f"{cl.nodes[0].port} tl 999\n")
         ld = cl.wait_healthy()
         lagging = next(n for n in cl.nodes if n is not ld)
         # Its startup process stopped, the replica replays nothing more
@@ -1335,7 +1373,8 @@ class Run:
         summary = (f"ha {self.profile}: {fo} failovers ({self.failovers['switchover']} switchovers, "
                    f"{self.failovers['kill']} SIGKILL, {self.failovers['zombie']} zombie), "
                    f"{len(self.hist.acquires)} tokens checked, {checked} writes checked, "
-                   f"{self.stale_checked} pre-failover tokens rejected, {self.violations} violations")
+                   f"{self.stale_checked} pre-failover tokens rejected, {self.stale_born_seen} tokens from a "
+                   f"paused old primary (all below the new primary's), {self.violations} violations")
         if self.jepsen_line:
             summary += f"; {self.jepsen_line}"
         return summary

@@ -40,9 +40,13 @@
 //                  before this acquire began (the counter is database-wide)
 // Multi-node runs (--nodes; workers note the node and timeline of each
 // connection):
-//   zombie         an acquire or write acknowledged on a timeline after an
-//                  acquire on a newer timeline had completed: an old primary
-//                  that lives on acknowledged something
+//   zombie         a write acknowledged on a timeline after an acquire on a
+//                  newer timeline had completed (an old primary that lives
+//                  on acknowledged a commit), or an acquire there that
+//                  returned a token not below that newer grant's (it may
+//                  return tokens its standby confirmed ahead, all below
+//                  every token of the newer timeline: stale from birth; they
+//                  are exempt from counter-order and acquire-order)
 //   node-diverged  a node's final jepsen_rows or jepsen_log differs from the
 //                  primary's once it has replayed all the primary wrote
 // and `current` compares fencing.current() only with tokens of acquires that
@@ -463,22 +467,40 @@ CheckResult check_run(const Config& cfg) {
     // Over every resource: the counter is database-wide, so an acquire that
     // began after another completed has the greater token; and (multi-node)
     // nothing is acknowledged on a timeline once a newer one granted a token.
+    // An old primary that lives on after a newer one granted a token may
+    // still hand out tokens its synchronous standby confirmed ahead (the
+    // counter logs ahead): those are below every token of the newer timeline
+    // (its counter starts above everything the standby confirmed), stale from
+    // birth. Such a token must be below the newer timeline's grant; it is
+    // exempt from the real-time orders. A write acknowledged there is a
+    // violation: its commit needs a standby the old primary no longer has.
+    std::set<const Op*> stale_born;
     std::sort(all.begin(), all.end(), [](const Ev& a, const Ev& b) { return a.t != b.t ? a.t < b.t : a.kind < b.kind; });
     {
         const Op *max_a = nullptr, *newest_tl = nullptr;
         for (const Ev& e : all) {
             const Op& o = *e.o;
             if (e.kind == 1) {
+                if (stale_born.count(&o)) continue;
                 if (o.op == "acquire" && (!max_a || o.token > max_a->token)) max_a = &o;
                 if (o.op == "acquire" && o.tl > 0 && (!newest_tl || o.tl > newest_tl->tl)) newest_tl = &o;
                 continue;
             }
-            if (o.op == "acquire" && max_a && max_a->token >= o.token)
-                v.add("counter-order", describe(o) + " returned a token not above " + describe(*max_a));
-            if (o.tl > 0 && newest_tl && newest_tl->tl > o.tl)
+            const bool old_tl = o.tl > 0 && newest_tl && newest_tl->tl > o.tl;
+            if (old_tl && o.op == "acquire") {
+                stale_born.insert(&o);
+                if (o.token >= newest_tl->token)
+                    v.add("zombie", describe(o) + " was granted on timeline " + std::to_string(o.tl) + " (node " +
+                                        std::to_string(o.node) + ") after " + describe(*newest_tl) + " on timeline " +
+                                        std::to_string(newest_tl->tl) + ", with a token not below it");
+                continue;
+            }
+            if (old_tl)
                 v.add("zombie", describe(o) + " was acknowledged on timeline " + std::to_string(o.tl) + " (node " +
                                     std::to_string(o.node) + ") after " + describe(*newest_tl) + " on timeline " +
                                     std::to_string(newest_tl->tl) + " (node " + std::to_string(newest_tl->node) + ")");
+            if (o.op == "acquire" && max_a && max_a->token >= o.token)
+                v.add("counter-order", describe(o) + " returned a token not above " + describe(*max_a));
         }
     }
     for (auto& [r, es] : evs) {
@@ -498,7 +520,7 @@ CheckResult check_run(const Config& cfg) {
                 continue;
             }
             if (o.op == "acquire") {
-                if (max_a && max_a->token >= o.token)
+                if (max_a && max_a->token >= o.token && !stale_born.count(&o))
                     v.add("acquire-order", describe(o) + " returned a token not above " + describe(*max_a));
                 continue;
             }
