@@ -383,7 +383,7 @@ suite_ha() {
   local pid f
   for pid in $(cat "$dir/run/pids" 2>/dev/null) $(for f in "$dir"/run/node*/data/postmaster.pid; do
                                                     [ -f "$f" ] && head -n 1 "$f"; done); do
-    if tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF "$dir/run/"; then
+    if tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline" | grep -qF "$dir/run/"; then
       kill -CONT "$pid" 2>/dev/null || true
       kill -KILL "$pid" 2>/dev/null || true
     fi
