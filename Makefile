@@ -3,6 +3,8 @@
 #   make            build the module            make install   install it
 #   make test       install what is missing, build, install, run every suite
 #                   on a throwaway cluster (see tests/scripts/test.sh)
+#   make test-ha    the full HA profile: fencing under Patroni (three nodes,
+#                   one etcd) through switchovers, failovers and a zombie
 #   make demo       the settlement-batch story on a throwaway cluster
 #   make unit       only the pure C++ unit tests (no PostgreSQL needed)
 
@@ -71,7 +73,7 @@ UNIT_SRCS = $(wildcard tests/unit/*.cpp)
 tests/unit/unit_tests: $(UNIT_SRCS) $(CORE_SRCS) $(wildcard src/core/*.hpp)
 	$(CXX) -std=c++17 -O1 -g -Wall -Wextra -Isrc -o $@ $(UNIT_SRCS) $(CORE_SRCS) -lgtest -lgtest_main -pthread
 
-.PHONY: unit test test-long demo bench
+.PHONY: unit test test-long test-ha demo bench
 unit: tests/unit/unit_tests
 	tests/unit/unit_tests
 
@@ -80,6 +82,9 @@ test:
 
 test-long:
 	bash tests/scripts/test.sh long
+
+test-ha:
+	bash tests/scripts/test.sh ha
 
 demo:
 	bash tests/scripts/demo.sh

@@ -176,6 +176,15 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
                         errdetail("Lease expiry is reported with SQLSTATE 57P05, which PostgreSQL 13 lacks.")));
     if (lease_ms < 0) lease_ms = 0;
     const bool reentrant = bool_arg(fcinfo, try_only ? 1 : 3, "reentrant");
+    // A standby answers every acquisition alike, before it takes any lock or
+    // looks at any other precondition: read-only (an HA manager's replicas
+    // run with an empty synchronous_standby_names, which would otherwise
+    // report fencing.require_sync_standby unmet, and a busy resource would
+    // make try_acquire return NULL).
+    if (RecoveryInProgress())
+        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+                        errmsg("cannot acquire a fencing lock during recovery"),
+                        errhint("Acquire fencing locks on the primary.")));
 
     const LOCKTAG rtag = resource_tag(r.key);
     const LOCKMODE mode = session ? kSessionMode : kXactMode;

@@ -89,7 +89,8 @@ void define_settings() {
     DefineCustomBoolVariable(
         "fencing.require_sync_standby", "Refuse to issue fence tokens without a synchronous standby.",
         "When on, fencing.acquire and its variants raise an error unless synchronous_standby_names "
-        "is set and a synchronous standby is connected, so that no token can be lost by a failover.",
+        "is set (a synchronous standby is configured), so that no token can be lost by a failover; "
+        "with one configured, acquisition waits for a synchronous standby to confirm each token.",
         &require_sync_standby_value, false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
     DefineCustomIntVariable(
         "fencing.log_ahead", "Number of fence tokens one WAL record of the token counter covers.",

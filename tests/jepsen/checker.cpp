@@ -35,6 +35,24 @@
 //                  an acquire returned
 //   reentrant      a nested acquire of a held resource returned another token
 //   leaked-lock    acquire() raised 55P03 and the session holds the lock anyway
+//   counter-order  over every resource, an acquire returned a token not
+//                  greater than one returned by an acquire that completed
+//                  before this acquire began (the counter is database-wide)
+// Multi-node runs (--nodes; workers note the node and timeline of each
+// connection):
+//   zombie         a write acknowledged on a timeline after an acquire on a
+//                  newer timeline had completed (an old primary that lives
+//                  on acknowledged a commit), or an acquire there that
+//                  returned a token not below that newer grant's (it may
+//                  return tokens its standby confirmed ahead, all below
+//                  every token of the newer timeline: stale from birth; they
+//                  are exempt from counter-order and acquire-order)
+//   node-diverged  a node's final jepsen_rows or jepsen_log differs from the
+//                  primary's once it has replayed all the primary wrote
+// and `current` compares fencing.current() only with tokens of acquires that
+// completed before an acknowledged write began: a token whose fence state
+// record no durable commit followed may be lost in a failover, as in a crash
+// (docs/operations.md).
 #include "common.hpp"
 
 #include <algorithm>
@@ -64,7 +82,19 @@ struct Op {
     std::string detail;
     std::string form;
     bool committing = false;    // write: COMMIT was about to be sent
+    int node = 0;               // multi-node runs: the port and timeline of the
+    int tl = 0;                 // server that acknowledged it (0: not noted)
 };
+
+// Splits " node <port> tl <timeline>" off an acknowledged operation's detail.
+void take_where(Op& o) {
+    const std::size_t p = o.detail.find(" node ");
+    if (p == std::string::npos) return;
+    std::istringstream in(o.detail.substr(p));
+    std::string k1, k2;
+    in >> k1 >> o.node >> k2 >> o.tl;
+    o.detail.erase(p);
+}
 
 struct LogRow {
     int resource = 0;
@@ -201,6 +231,7 @@ CheckResult check_run(const Config& cfg) {
             o.code = f[8];
             o.detail = f[9];
             if (op == "acquire" && type == "ok") o.token = to_ll(f[6]);
+            if (type == "ok") take_where(o);
         }
     }
     if (ops.empty()) {
@@ -408,17 +439,68 @@ CheckResult check_run(const Config& cfg) {
         const Op* o;
     };
     std::map<int, std::vector<Ev>> evs;
+    std::vector<Ev> all;  // every acknowledged acquire and write, every resource
     std::set<long long> seen_tokens;
+    std::set<int> nodes_seen, timelines_seen;
+    std::int64_t last_ack_write_invoked = -1;
+    for (auto& [key, o] : ops)
+        if (o.type == "ok" && o.op == "write") last_ack_write_invoked = std::max(last_ack_write_invoked, o.invoke_t);
     for (auto& [key, o] : ops) {
         if (o.type != "ok" || (o.op != "write" && o.op != "acquire")) continue;
         evs[o.resource].push_back({o.invoke_t, 0, &o});
         evs[o.resource].push_back({o.complete_t, 1, &o});
-        if (o.op == "acquire") {
-            if (!seen_tokens.insert(o.token).second)
-                v.add("acquire-order", "token returned twice: " + describe(o));
-            if (o.token > current[o.resource])
-                v.add("current", "fencing.current(r" + std::to_string(o.resource) + ") = " +
-                                     std::to_string(current[o.resource]) + " is below " + describe(o));
+        all.push_back({o.invoke_t, 0, &o});
+        all.push_back({o.complete_t, 1, &o});
+        if (o.node > 0) nodes_seen.insert(o.node);
+        if (o.tl > 0) timelines_seen.insert(o.tl);
+    }
+    const bool multi_node = !cfg.nodes.empty() || nodes_seen.size() > 1 || timelines_seen.size() > 1;
+    for (auto& [key, o] : ops) {
+        if (o.type != "ok" || o.op != "acquire") continue;
+        if (!seen_tokens.insert(o.token).second) v.add("acquire-order", "token returned twice: " + describe(o));
+        // Across a failover, only a token some durable commit followed is
+        // sure to have its fence state on the new primary.
+        if (o.token > current[o.resource] && (!multi_node || o.complete_t < last_ack_write_invoked))
+            v.add("current", "fencing.current(r" + std::to_string(o.resource) + ") = " +
+                                 std::to_string(current[o.resource]) + " is below " + describe(o));
+    }
+    // Over every resource: the counter is database-wide, so an acquire that
+    // began after another completed has the greater token; and (multi-node)
+    // nothing is acknowledged on a timeline once a newer one granted a token.
+    // An old primary that lives on after a newer one granted a token may
+    // still hand out tokens its synchronous standby confirmed ahead (the
+    // counter logs ahead): those are below every token of the newer timeline
+    // (its counter starts above everything the standby confirmed), stale from
+    // birth. Such a token must be below the newer timeline's grant; it is
+    // exempt from the real-time orders. A write acknowledged there is a
+    // violation: its commit needs a standby the old primary no longer has.
+    std::set<const Op*> stale_born;
+    std::sort(all.begin(), all.end(), [](const Ev& a, const Ev& b) { return a.t != b.t ? a.t < b.t : a.kind < b.kind; });
+    {
+        const Op *max_a = nullptr, *newest_tl = nullptr;
+        for (const Ev& e : all) {
+            const Op& o = *e.o;
+            if (e.kind == 1) {
+                if (stale_born.count(&o)) continue;
+                if (o.op == "acquire" && (!max_a || o.token > max_a->token)) max_a = &o;
+                if (o.op == "acquire" && o.tl > 0 && (!newest_tl || o.tl > newest_tl->tl)) newest_tl = &o;
+                continue;
+            }
+            const bool old_tl = o.tl > 0 && newest_tl && newest_tl->tl > o.tl;
+            if (old_tl && o.op == "acquire") {
+                stale_born.insert(&o);
+                if (o.token >= newest_tl->token)
+                    v.add("zombie", describe(o) + " was granted on timeline " + std::to_string(o.tl) + " (node " +
+                                        std::to_string(o.node) + ") after " + describe(*newest_tl) + " on timeline " +
+                                        std::to_string(newest_tl->tl) + ", with a token not below it");
+                continue;
+            }
+            if (old_tl)
+                v.add("zombie", describe(o) + " was acknowledged on timeline " + std::to_string(o.tl) + " (node " +
+                                    std::to_string(o.node) + ") after " + describe(*newest_tl) + " on timeline " +
+                                    std::to_string(newest_tl->tl) + " (node " + std::to_string(newest_tl->node) + ")");
+            if (o.op == "acquire" && max_a && max_a->token >= o.token)
+                v.add("counter-order", describe(o) + " returned a token not above " + describe(*max_a));
         }
     }
     for (auto& [r, es] : evs) {
@@ -438,7 +520,7 @@ CheckResult check_run(const Config& cfg) {
                 continue;
             }
             if (o.op == "acquire") {
-                if (max_a && max_a->token >= o.token)
+                if (max_a && max_a->token >= o.token && !stale_born.count(&o))
                     v.add("acquire-order", describe(o) + " returned a token not above " + describe(*max_a));
                 continue;
             }
@@ -451,6 +533,48 @@ CheckResult check_run(const Config& cfg) {
             if (max_a && max_a->token > o.token)
                 v.add("validate", describe(o) + " was accepted, but the resource had been granted to " +
                                       describe(*max_a) + " before it began");
+        }
+    }
+
+    // ---- every node (multi-node runs) ------------------------------------
+    // Once a node has replayed everything the primary wrote, its rows must
+    // be the primary's: nothing an old primary committed survives there.
+    long nodes_compared = 0;
+    if (!cfg.nodes.empty()) {
+        auto digest_sql =
+            "SELECT (SELECT md5(coalesce(string_agg(id || ':' || val || ':' || coalesce(fence_token::text, '-'), ',' "
+            "ORDER BY id), '')) FROM jepsen_rows) || '/' || (SELECT md5(coalesce(string_agg(resource || ':' || "
+            "token || ':' || val || ':' || worker || ':' || opid, ',' ORDER BY resource, val, worker, opid), '')) "
+            "FROM jepsen_log)";
+        Result mine = c.exec(digest_sql);
+        Result lsn = c.exec("SELECT pg_current_wal_lsn()::text");
+        std::istringstream ports(cfg.nodes);
+        std::string port;
+        while (std::getline(ports, port, ',')) {
+            Conn n;
+            std::string nerr;
+            // An explicit host and port, and any role (PGTARGETSESSIONATTRS
+            // may say read-write).
+            if (!n.connect("host=127.0.0.1 port=" + port + " dbname=" + cfg.dbname + " user=" + cfg.admin_user +
+                               " target_session_attrs=any application_name=jepsen-checker connect_timeout=10",
+                           &nerr)) {
+                v.add("node-diverged", "node " + port + ": cannot connect: " + nerr);
+                continue;
+            }
+            bool caught_up = false;
+            for (int i = 0; i < 300 && !caught_up; ++i) {
+                Result r = n.exec("SELECT NOT pg_is_in_recovery() OR pg_last_wal_replay_lsn() >= $1::pg_lsn",
+                                  {lsn.value()});
+                caught_up = r.ok && r.value() == "t";
+                if (!caught_up) sleep_ms(100);
+            }
+            Result theirs = n.exec(digest_sql);
+            ++nodes_compared;
+            if (!caught_up)
+                v.add("node-diverged", "node " + port + " did not replay up to the primary's " + lsn.value());
+            else if (!theirs.ok || theirs.value() != mine.value())
+                v.add("node-diverged", "node " + port + " holds other rows than the primary (" + theirs.value() +
+                                           theirs.message + " vs " + mine.value() + ")");
         }
     }
 
@@ -471,7 +595,11 @@ CheckResult check_run(const Config& cfg) {
       << died_before_commit << " killed before COMMIT, " << unknown << " unknown (" << unknown_committed
       << " committed); " << acquires << " grants, " << acquire_timeouts << " acquire timeouts, " << sessions_lost
       << " lock sessions lost; " << pauses << " pauses, " << kills << " kills, " << terminations
-      << " backend terminations, " << backend_pauses << " backend pauses, " << restarts << " restarts; " << out.violations << " violations";
+      << " backend terminations, " << backend_pauses << " backend pauses, " << restarts << " restarts; ";
+    if (multi_node)
+        s << nodes_seen.size() << " nodes, " << timelines_seen.size() << " timelines acknowledged operations, "
+          << nodes_compared << " nodes compared; ";
+    s << out.violations << " violations";
     if (out.violations > 0) s << " (" << kinds.str() << ")";
     {
         std::ofstream f(cfg.dir + "/summary.txt");

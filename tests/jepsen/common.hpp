@@ -55,6 +55,11 @@ inline bool is_connection_code(const std::string& s) {
 
 class Conn {
 public:
+    // Multi-node runs: " node <port> tl <timeline>" of the server this
+    // connection reached (set by Worker::ensure), appended to the details of
+    // acknowledged operations.
+    std::string where;
+
     Conn() = default;
     Conn(const Conn&) = delete;
     Conn& operator=(const Conn&) = delete;
@@ -77,6 +82,7 @@ public:
     void close() {
         if (c_) PQfinish(c_);
         c_ = nullptr;
+        where.clear();
     }
 
     Result exec(const char* sql, const std::vector<std::string>& params = {}) {
@@ -218,6 +224,11 @@ struct Config {
     std::string profile = "quick";    // quick | long (labels only; numbers below)
     std::string dir;                  // output directory
     std::string dbname;               // database (PGHOST/PGPORT from the environment)
+    // Multi-node runs (a cluster under an HA manager; PGHOST/PGPORT list every
+    // node, PGTARGETSESSIONATTRS=read-write): the nodes' ports, comma-separated.
+    // Workers then note the node and timeline of each connection, and the
+    // checker compares every node's final rows with the primary's.
+    std::string nodes;
     std::string admin_user = "postgres";
     std::string worker_user = "jepsen_worker";
     int workers = 10;

@@ -119,7 +119,19 @@ struct Worker {
         std::string err;
         std::string app = "jepsen-" + proc + "-" + role;
         if (c.connect(conninfo(cfg, cfg.worker_user, app), &err)) {
-            h.line("note", "connect", 0, 0, 0, role, "-", "backend " + std::to_string(c.backend_pid()));
+            if (!cfg.nodes.empty()) {
+                // Which node, on which timeline: a primary's timeline is
+                // fixed while it runs, and a promotion starts a newer one.
+                Result id = c.exec("SELECT inet_server_port(), ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), "
+                                   "1, 8))::bit(32)::int");
+                if (!id.ok) {
+                    h.line("note", "connect", 0, 0, 0, role, id.sqlstate, "identity: " + id.message);
+                    c.close();
+                    return false;
+                }
+                c.where = " node " + id.value(0, 0) + " tl " + id.value(0, 1);
+            }
+            h.line("note", "connect", 0, 0, 0, role, "-", "backend " + std::to_string(c.backend_pid()) + c.where);
             return true;
         }
         h.line("note", "connect", 0, 0, 0, role, "conn", err);
@@ -152,7 +164,7 @@ struct Worker {
             return 0;
         }
         long long token = std::atoll(res.value().c_str());
-        h.line("ok", "acquire", id, r, token, "-", "-", "backend " + std::to_string(c.backend_pid()));
+        h.line("ok", "acquire", id, r, token, "-", "-", "backend " + std::to_string(c.backend_pid()) + c.where);
         return token;
     }
 
@@ -283,7 +295,7 @@ struct Worker {
         h.line("note", "write", id, r, token, "committing", "-", "val " + val);
         res = store.exec("COMMIT");
         if (res.ok && res.cmd_status == "COMMIT") {
-            h.line("ok", "write", id, r, token, val, "-", "stamped " + stamped);
+            h.line("ok", "write", id, r, token, val, "-", "stamped " + stamped + store.where);
             sh->accepted.fetch_add(1);
             sh->attempts.fetch_add(1);
             return;
@@ -771,7 +783,7 @@ void usage() {
                  "       [--min-seconds N] [--max-seconds N] [--pause-every-ms N] [--kill-every-ms N]\n"
                  "       [--term-every-ms N] [--max-paused N] [--pause-extra-min-ms N] [--pause-extra-max-ms N]\n"
                  "       [--renew-every-ms N] [--write-gap-max-ms N] [--backend-pause-every-ms N] [--seed N]\n"
-                 "       [--no-nemesis]\n";
+                 "       [--nodes PORT,PORT,...] [--no-nemesis]\n";
     std::exit(2);
 }
 
@@ -840,6 +852,7 @@ int main(int argc, char** argv) {
         else if (k == "pause-extra-max-ms") cfg.pause_extra_max_ms = std::atoi(v.c_str());
         else if (k == "backend-pause-every-ms") cfg.backend_pause_every_ms = std::atoi(v.c_str());
         else if (k == "max-paused") cfg.max_paused = std::atoi(v.c_str());
+        else if (k == "nodes") cfg.nodes = v;
         else if (k == "seed") cfg.seed = std::strtoull(v.c_str(), nullptr, 10);
         else usage();
     }

@@ -217,5 +217,12 @@ SELECT is(fencing.release_all(), 1, 'release_all after two nested holds counts o
 SELECT is('9223372036854775807'::fencing.token::bigint, 9223372036854775807::bigint, 'largest token round trips through bigint');
 SELECT is(int8send('258'::fencing.token), '\x0000000000000102'::bytea, 'binary send is int8''s wire format');
 
+-- The setting's description says what it checks: a configured synchronous
+-- standby (synchronous_standby_names), not a connected one.
+SELECT is((SELECT short_desc || ' ' || extra_desc FROM pg_settings WHERE name = 'fencing.require_sync_standby')
+              ~ 'synchronous_standby_names' AND
+          (SELECT extra_desc FROM pg_settings WHERE name = 'fencing.require_sync_standby') !~ 'connected',
+          true, 'fencing.require_sync_standby says it needs a configured synchronous standby, not a connected one');
+
 SELECT * FROM finish();
 ROLLBACK;

@@ -31,13 +31,23 @@ ensure_packages() {
   fi
   log "installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
+  # Another run may hold the package manager's locks: wait for them (up to
+  # 20 minutes) instead of failing.
+  local wait_lock=(-o DPkg::Lock::Timeout=1200)
+  apt-get "${wait_lock[@]}" update -qq >/dev/null
   # The postgresql-common package would create and start a system cluster;
   # we never use or touch it, so ask it not to.
   mkdir -p /etc/postgresql-common/createcluster.d
   [ -f /etc/postgresql-common/createcluster.d/fencing-no-cluster.conf ] ||
     echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.d/fencing-no-cluster.conf
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Nor would we use a system etcd (etcd-server starts one where systemd
+  # runs): the HA tests start their own. Masked only if it is not there yet.
+  for p in "${missing[@]}"; do
+    if [ "$p" = etcd-server ] && [ -d /etc/systemd/system ] && [ ! -e /etc/systemd/system/etcd.service ]; then
+      ln -s /dev/null /etc/systemd/system/etcd.service
+    fi
+  done
+  apt-get "${wait_lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
 # ensure_user: the unprivileged OS user that owns throwaway clusters.

@@ -20,6 +20,11 @@
 #   clients    every executable tests/clients/*.sh, exit 0 = pass; each gets a
 #              fresh database in PGDATABASE and a scratch dir in FENCING_TMP
 #   jepsen     tests/jepsen/run.sh, one result for the run
+#   ha         tests/ha/ha.py: three Patroni nodes and one etcd of its own,
+#              switchover, SIGKILL failover, a zombie primary, an
+#              asynchronous control run (quick: about 3 minutes; long, as
+#              `make test-ha` runs it: more of each and tests/jepsen through
+#              them); one result per assertion
 #   installcheck  the standard PGXS `make installcheck` against the cluster
 #              (where fencing is installed), one result for the run
 #   upgrade    tests/upgrade: ALTER EXTENSION fencing UPDATE from every earlier
@@ -371,6 +376,35 @@ suite_jepsen() {
   tail -n 1 "$dir/output.txt" | sed 's/^/  /'
 }
 
+# ha: fencing under Patroni (tests/ha/ha.py); FENCING_PROFILE picks quick or
+# long, FENCING_HA_SEED fixes the seed. Its own etcd and Patroni nodes, on free
+# loopback ports, as this user; all stopped at the end.
+suite_ha() {
+  [ -f tests/ha/ha.py ] || return 0
+  local dir="$work/ha" rc=0
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  limited env PGBIN="$PGBIN" python3 tests/ha/ha.py --dir "$dir/run" --profile "$FENCING_PROFILE" \
+      ${FENCING_HA_SEED:+--seed "$FENCING_HA_SEED"} > "$dir/output.txt" 2>&1 || rc=$?
+  # ha.py stops what it started; should it have been killed itself, stop its
+  # etcd, Patroni and PostgreSQL processes here: the pids it noted, each only
+  # while its command line still names this run's directory.
+  local pid f
+  for pid in $(cat "$dir/run/pids" 2>/dev/null) $(for f in "$dir"/run/node*/data/postmaster.pid; do
+                                                    [ -f "$f" ] && head -n 1 "$f"; done); do
+    if tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline" | grep -qF "$dir/run/"; then
+      kill -CONT "$pid" 2>/dev/null || true
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
+  parse_tap ha ha "$dir/output.txt" "$rc"
+  grep -E '^(ha (quick|long):|control )' "$dir/output.txt" | sed 's/^/  /' || true
+  if failed_in ha; then
+    sed 's/^/    /' "$dir/output.txt" | tail -n 150
+    echo "    (Patroni, etcd and PostgreSQL logs: $dir/run)"
+  fi
+}
+
 # run_suite NAME: runs suite_NAME in a subshell (so that an error inside it ends
 # only that suite) and prints its counts.
 run_suite() {
@@ -456,6 +490,6 @@ suite_upgrade() {
   fi
 }
 
-for suite in ${FENCING_SUITES:-unit regress isolation pgtap tap clients jepsen installcheck upgrade}; do
+for suite in ${FENCING_SUITES:-unit regress isolation pgtap tap clients jepsen ha installcheck upgrade}; do
   run_suite "$suite"
 done

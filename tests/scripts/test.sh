@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test.sh quick|long -- `make test` / `make test-long`.
+# test.sh quick|long|ha -- `make test` / `make test-long` / `make test-ha`.
 #
 # Installs the Debian packages that are missing, builds and installs the
 # extension and the unit tests, copies the tree into a scratch directory owned
@@ -43,7 +43,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/releases.sh"
 profile="${1:-quick}"
 case "$profile" in
   quick|long) ;;
-  *) echo "usage: $0 quick|long" >&2; exit 2 ;;
+  # `make test-ha`: only the HA suite (Patroni), its full profile, and no
+  # portability runs.
+  ha) profile=long
+      FENCING_SUITES="${FENCING_SUITES:-ha}"
+      FENCING_PG_VERSIONS="${FENCING_PG_VERSIONS-}" FENCING_PG_COMPILE_ONLY="${FENCING_PG_COMPILE_ONLY-}" ;;
+  *) echo "usage: $0 quick|long|ha" >&2; exit 2 ;;
 esac
 export FENCING_PROFILE="$profile"
 # Building and testing are heavy and the machine is small: be nice to it.
@@ -54,7 +59,9 @@ TEST_PACKAGES=("${BASE_PACKAGES[@]}" python3-psycopg2 pgbouncer nodejs npm clang
   # the client libraries of tests/clients (Node's pg and postgres come from npm)
   python3-psycopg python3-asyncpg python3-sqlalchemy python3-django
   libpostgresql-jdbc-java default-jdk-headless
-  golang-go golang-github-jackc-pgx-v4-dev)
+  golang-go golang-github-jackc-pgx-v4-dev
+  # the HA suite: Patroni with one etcd
+  patroni etcd-server python3-etcd)
 PG_VERSIONS="${FENCING_PG_VERSIONS-17 18}"
 PG_COMPILE_ONLY="${FENCING_PG_COMPILE_ONLY-19}"
 # The suites of the portability runs (those FENCING_SUITES names, when set).
