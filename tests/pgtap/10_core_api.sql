@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(116);
+SELECT plan(118);
 
 --------------------------------------------------------------------------------
 -- Schema and type.

@@ -23,7 +23,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(112);
+SELECT plan(121);
 
 SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dblink;
@@ -264,8 +264,8 @@ SELECT is(t50.state_as('fencing_t50_intruder',
              SELECT fencing.protect('t50_big')$q$), '22003',
           'protect of a table holding 2^52 + 1 is refused');
 SELECT is(t50.state_as('fencing_t50_intruder',
-          $q$CREATE TEMP TABLE t50_big (fence_token bigint);
-             INSERT INTO t50_big VALUES ((extract(epoch FROM clock_timestamp()) * 1000000)::bigint + 60000000);
+          $q$CREATE TEMP TABLE t50_big (id int PRIMARY KEY, fence_token bigint);
+             INSERT INTO t50_big VALUES (1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint + 60000000);
              SELECT fencing.protect('t50_big')$q$), '22003',
           'protect of a table holding a token 60 s past the clock is refused');
 SELECT is((SELECT state FROM (SELECT t50.state_as(session_user,
