@@ -69,9 +69,13 @@ sub start_reader
 
 sub alive { return q1("SELECT count(*) FROM pg_stat_activity WHERE pid = $_[0]") eq '1'; }
 
-# The steady reader, and the one stopped for good, at the same time.
+# The steady reader, and the one stopped for good, at the same time. Both
+# stream a COPY of ~10 GB, so that neither can finish while the other
+# readers are set up (a result psql reads freely in a second or two would
+# end the steady reader's statement before the test throttles it).
 my ($steady, $steady_psql, $steady_pid) =
-  start_reader('steady', "SELECT repeat('x', 100) FROM generate_series(1, 2000000)");
+  start_reader('steady',
+	"COPY (SELECT repeat('x', 100) FROM generate_series(1, 10000) a, generate_series(1, 10000) b) TO STDOUT");
 my ($stopped, $stopped_psql, $stopped_pid) = start_reader('stopped',
 	"COPY (SELECT repeat('x', 100) FROM generate_series(1, 10000) a, generate_series(1, 10000) b) TO STDOUT");
 kill 'STOP', $stopped_psql;
