@@ -35,7 +35,7 @@ SELECT e.evtname, e.evtevent, e.evtenabled, e.evtfoid::regproc AS function, e.ev
 CREATE TABLE ih (id int PRIMARY KEY, fence_token fencing.token, v text);
 SELECT fencing.protect('ih', on_stale => 'error', allow_equal => true);
 CREATE TABLE ih_c (PRIMARY KEY (id)) INHERITS (ih);
-SELECT * FROM fencing.protected WHERE tbl::text LIKE 'ih%' ORDER BY tbl::text;
+SELECT * FROM fencing.protected WHERE tbl::text LIKE 'ih%' ORDER BY tbl::text COLLATE "C";
 INSERT INTO ih_c VALUES (1, 100, 'child');
 -- Stale writes through the parent reach the child's check.
 UPDATE ih SET fence_token = 5, v = 'stale' WHERE id = 1;
@@ -48,7 +48,7 @@ SELECT tableoid::regclass, * FROM ih ORDER BY id;
 
 -- A grandchild, created through the child.
 CREATE TABLE ih_gc (PRIMARY KEY (id)) INHERITS (ih_c);
-SELECT tbl FROM fencing.protected WHERE tbl::text LIKE 'ih%' ORDER BY tbl::text;
+SELECT tbl FROM fencing.protected WHERE tbl::text LIKE 'ih%' ORDER BY tbl::text COLLATE "C";
 INSERT INTO ih_gc VALUES (3, 30, 'grandchild');
 UPDATE ih SET fence_token = 29 WHERE id = 3;
 
@@ -73,7 +73,7 @@ SELECT v FROM ih WHERE id = 7;
 CREATE TABLE ih_tree (id int PRIMARY KEY, fence_token fencing.token, v text);
 CREATE TABLE ih_tree_c (PRIMARY KEY (id)) INHERITS (ih_tree);
 ALTER TABLE ih_tree INHERIT ih;
-SELECT tbl FROM fencing.protected WHERE tbl::text LIKE 'ih_tree%' ORDER BY tbl::text;
+SELECT tbl FROM fencing.protected WHERE tbl::text LIKE 'ih_tree%' ORDER BY tbl::text COLLATE "C";
 INSERT INTO ih_tree_c VALUES (8, NULL, 'no token');
 
 -- A table protected with other settings cannot join; with the same ones it can.
@@ -125,10 +125,10 @@ SELECT count(*) FROM fencing.protected WHERE tbl = 'ih_add'::regclass;
 -- theirs (no child is left writable through a protected table, and none
 -- loses its check unless unprotected itself).
 SELECT fencing.unprotect('ih');
-SELECT tbl FROM fencing.protected WHERE tbl::text LIKE 'ih%' ORDER BY tbl::text;
+SELECT tbl FROM fencing.protected WHERE tbl::text LIKE 'ih%' ORDER BY tbl::text COLLATE "C";
 UPDATE ih SET fence_token = 1 WHERE id = 1;
 SELECT fencing.unprotect('ih_c');
-SELECT tbl FROM fencing.protected WHERE tbl::text LIKE 'ih%' ORDER BY tbl::text;
+SELECT tbl FROM fencing.protected WHERE tbl::text LIKE 'ih%' ORDER BY tbl::text COLLATE "C";
 
 -- protect() of a table that already has children protects them too (with
 -- its settings, replacing theirs), and moves the counter past all their
@@ -139,7 +139,7 @@ CREATE TABLE ih2_gc (PRIMARY KEY (id)) INHERITS (ih2_c);
 SELECT fencing.protect('ih2_gc', on_stale => 'skip');
 INSERT INTO ih2_gc SELECT 1, last_value + 500000, 'ahead' FROM fencing.token_seq;
 SELECT fencing.protect('ih2');
-SELECT * FROM fencing.protected WHERE tbl::text LIKE 'ih2%' ORDER BY tbl::text;
+SELECT * FROM fencing.protected WHERE tbl::text LIKE 'ih2%' ORDER BY tbl::text COLLATE "C";
 BEGIN;
 SELECT fencing.use(fencing.acquire_xact('cov:ih2')) IS NOT NULL AS acquired;
 UPDATE ih2 SET v = 'fresh token' WHERE id = 1;
@@ -159,7 +159,7 @@ CREATE TABLE pa_eu PARTITION OF pa FOR VALUES IN ('eu');
 CREATE TABLE pa_sub PARTITION OF pa FOR VALUES IN ('x', 'y') PARTITION BY LIST (region);
 CREATE TABLE pa_x PARTITION OF pa_sub FOR VALUES IN ('x');
 SELECT tgrelid::regclass AS rel, tgparentid <> 0 AS cloned, fencing.trigger_args(tgargs) AS args
-  FROM pg_trigger WHERE tgname = '~fencing_enforce' AND tgrelid::regclass::text LIKE 'pa%' ORDER BY 1::text;
+  FROM pg_trigger WHERE tgname = '~fencing_enforce' AND tgrelid::regclass::text LIKE 'pa%' ORDER BY 1::text COLLATE "C";
 INSERT INTO pa VALUES (1, 'eu', 10, 'eu'), (1, 'x', 10, 'x');
 UPDATE pa SET fence_token = 5;
 
@@ -218,7 +218,7 @@ INSERT INTO pa_eu VALUES (2, 'eu', NULL, 'no token');
 ALTER TABLE pa DETACH PARTITION pa_sub;
 SELECT tgrelid::regclass AS rel, tgparentid <> 0 AS cloned, fencing.trigger_args(tgargs) AS args
   FROM pg_trigger WHERE tgname = '~fencing_enforce' AND tgrelid::regclass::text LIKE 'pa_sub%'
-     OR tgname = '~fencing_enforce' AND tgrelid IN ('pa_x'::regclass, 'pa_y'::regclass) ORDER BY 1::text;
+     OR tgname = '~fencing_enforce' AND tgrelid IN ('pa_x'::regclass, 'pa_y'::regclass) ORDER BY 1::text COLLATE "C";
 UPDATE pa_sub SET fence_token = 5;
 -- Attached again, it takes the partitioned table's check again.
 ALTER TABLE pa ATTACH PARTITION pa_eu FOR VALUES IN ('eu');
@@ -257,7 +257,7 @@ SET ROLE regress_fencing24_owner;
 CREATE TABLE ro_c (PRIMARY KEY (id)) INHERITS (ro);
 INSERT INTO ro_c VALUES (1, NULL, 'no token');
 RESET ROLE;
-SELECT tbl FROM fencing.protected WHERE tbl::text LIKE 'ro%' ORDER BY tbl::text;
+SELECT tbl FROM fencing.protected WHERE tbl::text LIKE 'ro%' ORDER BY tbl::text COLLATE "C";
 CREATE TABLE rp (id int PRIMARY KEY, fence_token fencing.token, v text) PARTITION BY RANGE (id);
 CREATE TABLE rp1 (id int PRIMARY KEY, fence_token fencing.token, v text);
 ALTER TABLE rp OWNER TO regress_fencing24_owner;
