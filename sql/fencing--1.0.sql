@@ -260,7 +260,10 @@ CREATE TABLE fencing.tombstones (
     deleted_at timestamptz NOT NULL,   -- when
     CONSTRAINT tombstones_pkey PRIMARY KEY (tbl, key_hash)
 );
-REVOKE ALL ON fencing.tombstones FROM PUBLIC;
+-- No GRANT: only its owner (the extension's installer) may read it. A REVOKE
+-- FROM PUBLIC here would be a no-op that pg_upgrade does not carry (it keeps
+-- no initial privileges equal to the default), so the catalog after
+-- pg_upgrade would differ from a fresh install's.
 
 -- Removes tombstones recorded at least `older_than` ago; returns how many
 -- (at most 10000 per call). Not for PUBLIC, like forget.

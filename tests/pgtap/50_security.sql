@@ -23,7 +23,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(121);
+SELECT plan(124);
 
 SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dblink;
@@ -190,6 +190,14 @@ SELECT is(t50.state_as('fencing_t50_intruder',
           'intruder cannot add functions to schema fencing');
 SELECT is(t50.state_as('fencing_t50_intruder', $q$SET fencing.require_sync_standby = off$q$), '42501',
           'intruder cannot change fencing.require_sync_standby');
+-- The tombstones: no role but the extension's owner may read or write them,
+-- whatever it may do in schema fencing (written by the module only).
+SELECT ok(NOT has_table_privilege('public', 'fencing.tombstones', 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),
+          'PUBLIC has no privilege on fencing.tombstones');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT * FROM fencing.tombstones$q$), '42501',
+          'intruder cannot read fencing.tombstones');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$DELETE FROM fencing.tombstones$q$), '42501',
+          'intruder cannot DELETE FROM fencing.tombstones');
 -- The resource key secret: no role but the extension's and the database's
 -- owners may read it; only they may replace it.
 SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT * FROM fencing.key_secret$q$), '42501',
