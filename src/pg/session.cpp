@@ -100,7 +100,7 @@ std::uint64_t client_progress() {
 bool enforced_held(const Enforced& e) {
     if (e.guard) return held_by_me(guard_tag(e.key), kGuardHoldMode);
     const LOCKTAG tag = resource_tag(e.key);
-    return held_by_me(tag, kSessionMode) || held_by_me(tag, kXactMode);
+    return held_by_me(tag, kSessionMode) || held_by_me(tag, kXactMode) || held_by_me(tag, kSharedMode);
 }
 
 void lease_tick() {
