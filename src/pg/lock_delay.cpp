@@ -29,6 +29,7 @@
 #include "pg/lock_options.hpp"
 
 #include <sys/socket.h>
+#include <time.h>
 
 extern "C" {
 #include "storage/ipc.h"
@@ -60,6 +61,14 @@ void request_end(SIGNAL_ARGS) {
     end_requested = 1;
     SetLatch(MyLatch);
     errno = saved_errno;
+}
+
+// Microseconds of a monotonic clock: the delays are measured with it, so that
+// a wall clock set back or forward neither lengthens nor shortens them.
+std::int64_t monotonic_us() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
 }
 
 struct Kept {
@@ -121,8 +130,9 @@ void lost_session(int code, Datum arg) {
         delays[m++] = delayed[i].traits.delay_ms;
     }
     if (m == 0) return;
-    const TimestampTz ended = GetCurrentTimestamp();
-    core::plan_delays(entries, delays, m, ended);
+    const TimestampTz ended = GetCurrentTimestamp();  // for fencing.locks
+    const std::int64_t ended_mono = monotonic_us();   // for the waiting
+    core::plan_delays(entries, delays, m, ended_mono);
 
     static Kept kept[kMaxDelayed * kPerGrant];
     std::size_t k = 0;
@@ -158,14 +168,14 @@ void lost_session(int code, Datum arg) {
 
     // 3. The marks fencing.locks reads the ends of the delays from.
     for (std::size_t g = 0; g < m; ++g) {
-        const LOCKTAG mark = option_tag(kDelayTagKind, core::delay_end_seconds(entries[g].until_us),
-                                        core::key_low(entries[g].key));
+        const std::int64_t until = ended + (entries[g].until_us - ended_mono);
+        const LOCKTAG mark = option_tag(kDelayTagKind, core::delay_end_seconds(until), core::key_low(entries[g].key));
         if (k < kMaxDelayed * kPerGrant && compat::try_lock_quietly(&mark, AccessShareLock, true) != LOCKACQUIRE_NOT_AVAIL)
             kept[k++] = Kept{mark, AccessShareLock, g};
     }
     ereport(LOG, (errmsg("fencing: session ended holding %zu fencing lock%s with a lock-delay", m, m == 1 ? "" : "s"),
                   errdetail("The locks are kept until their delays have passed, at most %lld ms.",
-                            static_cast<long long>((entries[m - 1].until_us - ended) / 1000))));
+                            static_cast<long long>((entries[m - 1].until_us - ended_mono) / 1000))));
     pgstat_report_activity(STATE_IDLE, "fencing lock-delay");
 
     // 4. Wait, releasing each lock when its delay is over.
@@ -175,7 +185,7 @@ void lost_session(int code, Datum arg) {
     std::size_t due[kMaxDelayed];
     for (;;) {
         std::int64_t sleep_us = 0;
-        const std::size_t n_due = core::due_delays(entries, m, GetCurrentTimestamp(), due, &sleep_us);
+        const std::size_t n_due = core::due_delays(entries, m, monotonic_us(), due, &sleep_us);
         for (std::size_t d = 0; d < n_due; ++d)
             for (std::size_t i = 0; i < k; ++i)
                 if (kept[i].grant == due[d]) release_every(kept[i].tag, kept[i].mode);

@@ -17,10 +17,11 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use FindBin;
 use lib $FindBin::Bin;
+use IPC::Run;
 use FencingTAP qw(send_nb wait_tag psql_sqlstate);
 
 my $node = PostgreSQL::Test::Cluster->new('lock_delay');
-$node->init;
+$node->init(allows_streaming => 1);
 $node->append_conf('postgresql.conf', "log_min_messages = warning\nmax_connections = 60\nrestart_after_crash = on\n");
 $node->start;
 
@@ -105,8 +106,8 @@ is(sql("SELECT fencing.try_acquire('ld:term') IS NULL"), 't', 'try_acquire is re
 is(sqlstate_of("SELECT fencing.acquire('ld:term', wait => '200 ms')"), '55P03',
 	'a waiter whose own wait ends during the delay gets 55P03');
 is(sqlstate_of("SELECT fencing.validate('ld:term', $t_h)"), '23T01', 'the lost grant\'s token is not valid during the delay');
-is(sql("SELECT count(*) FROM pg_stat_activity WHERE pid = $pid_h"), '1',
-	'the lost session\'s backend keeps the lock (and its connection slot) during the delay');
+is(sql("SELECT state || ' ' || query FROM pg_stat_activity WHERE pid = $pid_h"), 'idle fencing lock-delay',
+	'the lost session\'s backend keeps the lock (and its connection slot) during the delay, and says so');
 
 my ($t_w, $at_w, $err_w) = granted($w);
 is($err_w, '', 'the waiter is granted after the delay');
@@ -119,6 +120,28 @@ $node->poll_query_until('postgres', "SELECT count(*) = 0 FROM pg_stat_activity W
 pass('the lost backend exits after its delay');
 $w->query_safe("SELECT fencing.release('ld:term')");
 finish($_) for ($h, $w);
+
+# ---- the lost session's client sees its connection end at once -----------------------
+
+{
+	# psql sends the next statement after the terminated one: it learns at once
+	# that the connection is gone, not when the delay ends.
+	my $script = "${PostgreSQL::Test::Utils::tmp_check}/close.sql";
+	PostgreSQL::Test::Utils::append_to_file($script,
+		"SELECT fencing.acquire('ld:close', lock_delay => '10 s');\nSELECT pg_sleep(60);\nSELECT 1;\n");
+	my ($out, $err) = ('', '');
+	my $psql = IPC::Run::start([ 'psql', '-X', '-f', $script, '-d', $node->connstr('postgres') ], '>', \$out, '2>', \$err);
+	my $sleeping = "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(60)%' AND state = 'active'";
+	$node->poll_query_until('postgres', "SELECT count(*) = 1 FROM ($sleeping) s") or die 'no sleeping holder';
+	my $pid = sql($sleeping);
+	my $t = time;
+	sql("SELECT pg_terminate_backend($pid)");
+	$psql->finish;
+	my $took = time - $t;
+	cmp_ok($took, '<', 5, "the lost session's client sees the connection closed at once ($took s, delay 10 s)");
+	like($err, qr/terminating connection due to administrator command/, 'and the reason');
+	sql("SELECT pg_terminate_backend($pid)");    # end that delay
+}
 
 # ---- a killed client -------------------------------------------------------------
 
@@ -218,6 +241,19 @@ for my $case (['release', "SELECT fencing.acquire('ld:clean', lock_delay => '2 s
 	is($err_ww, '', 'shared: the exclusive waiter is granted');
 	cmp_ok($at_ww - $at_r, '>=', 2.0, 'shared: not before the lost reader\'s delay');
 	finish($_) for ($r, $ww);
+}
+
+# ---- a shared hold is refused on a standby (it would exclude nobody on the primary) --------
+
+{
+	$node->backup('b');
+	my $standby = PostgreSQL::Test::Cluster->new('lock_delay_standby');
+	$standby->init_from_backup($node, 'b', has_streaming => 1);
+	$standby->start;
+	$node->wait_for_catchup($standby);
+	my ($state) = psql_sqlstate($standby, 'postgres', "SELECT fencing.acquire('ld:catalog', shared => true)");
+	is($state, '25006', 'a shared hold on a standby: 25006');
+	$standby->stop;
 }
 
 # ---- a second termination ends a delay early ------------------------------------------
