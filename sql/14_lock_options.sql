@@ -159,6 +159,13 @@ SELECT fencing.acquire_xact('t14:sh', shared => true) IS NOT NULL AS got;
 ROLLBACK TO SAVEPOINT a;
 SELECT count(*) AS rows_after_rollback_to FROM pg_temp.mine();
 COMMIT;
+-- A shared hold writes nothing: it is allowed in a read-only transaction
+-- (the first token of a resource is a write: 25006).
+BEGIN READ ONLY;
+SELECT fencing.acquire_xact('t14:sh', shared => true) IS NOT NULL AS read_only_shared;
+SELECT pg_temp.sqlstate_of($$SELECT fencing.acquire_xact('t14:sh:never', shared => true)$$) AS first_token_read_only;
+SELECT pg_temp.sqlstate_of($$SELECT fencing.acquire_xact('t14:sh:never')$$) AS exclusive_read_only;
+COMMIT;
 -- A lease on a shared hold: renew() reports it.
 SELECT fencing.acquire('t14:sh', lease => '1 min', shared => true) IS NOT NULL AS got;
 SELECT fencing.renew('t14:sh') AS lease_left;
