@@ -39,19 +39,20 @@ CREATE FUNCTION fencing.try_acquire_xact(resource text, reentrant boolean DEFAUL
 -------------------------------------------------------------------------------
 -- fencing.locks: the 1.0 columns, then mode, permit and delay_until.
 --
--- The advisory lock tags of fencing (field 4; see src/pg/lock_tags.hpp):
---   32257  a resource, or a permit of one (the key of the permit is the
---          resource's key XOR the permit's number, 1 .. 1000);
---          ExclusiveLock: a session hold, ShareRowExclusiveLock: a
---          transaction hold, ShareLock: a shared hold
---   32260  a lost grant in its lock-delay, held by the ended session's
---          backend: (database, end of the delay in seconds since 2000,
---          low half of the key)
---   32263  marks a shared hold (or wait) as transaction-scoped: (database,
---          key)
---   32264  the queue of a counted resource (database, key): a waiter for a
---          permit, in ExclusiveLock for a session hold, ShareRowExclusiveLock
---          for a transaction hold; its head holds it and waits for a permit
+-- The advisory lock tags of fencing (field 4; defined in src/pg/lock_tags.hpp):
+--   32257 /* kResourceTagKind */: a resource, or a permit of one (the
+--     permit's key is the resource's key XOR the permit's number, 1 .. 1000);
+--     ExclusiveLock a session hold, ShareRowExclusiveLock a transaction hold,
+--     ShareLock a shared hold
+--   32260 /* kDelayTagKind */: a lost grant in its lock-delay, held by the
+--     ended session's backend: (database, end of the delay in seconds since
+--     2000, low half of the key)
+--   32263 /* kSharedXactTagKind */: marks a shared hold (or wait) as
+--     transaction-scoped: (database, key)
+--   32264 /* kPermitQueueTagKind */: the queue of a counted resource
+--     (database, key): a waiter for a permit, in ExclusiveLock for a session
+--     hold, ShareRowExclusiveLock for a transaction hold; its head holds it
+--     while it waits for a permit
 -------------------------------------------------------------------------------
 DO $$
 BEGIN
@@ -61,28 +62,32 @@ BEGIN
       SELECT l.pid, l.mode, l.granted, l.classid::bigint AS hi, l.objid::bigint AS lo, l.objsubid::integer AS kind,
              %s AS waitstart
         FROM pg_catalog.pg_locks l
-       WHERE l.locktype = 'advisory' AND l.objsubid IN (32257, 32260, 32263, 32264)
+       WHERE l.locktype = 'advisory'
+         AND l.objsubid IN (32257 /* kResourceTagKind */, 32260 /* kDelayTagKind */,
+                            32263 /* kSharedXactTagKind */, 32264 /* kPermitQueueTagKind */)
          AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
     ), g AS (
       -- A waiter for a permit is shown with the resource named by its first
       -- permit's fence state.
       SELECT l.*, (l.hi << 32) | l.lo AS key,
-             CASE WHEN l.kind = 32257 THEN (l.hi << 32) | l.lo ELSE ((l.hi << 32) | l.lo) # 1 END AS state_key
-        FROM l WHERE l.kind IN (32257, 32264)
+             CASE WHEN l.kind = 32257 /* kResourceTagKind */ THEN (l.hi << 32) | l.lo
+                  ELSE ((l.hi << 32) | l.lo) # 1 END AS state_key
+        FROM l WHERE l.kind IN (32257 /* kResourceTagKind */, 32264 /* kPermitQueueTagKind */)
     ), r AS (
       SELECT g.*, s.resource, s.token AS state_token, s.granted_at, s.lease_ms,
              (SELECT CASE WHEN x.p BETWEEN 1 AND 1000 THEN x.p::integer END
                 FROM (SELECT g.key # fencing.resource_key(s.resource) AS p) x
-               WHERE g.kind = 32257 AND s.resource IS NOT NULL) AS permit,
+               WHERE g.kind = 32257 /* kResourceTagKind */ AND s.resource IS NOT NULL) AS permit,
              (SELECT pg_catalog.to_timestamp(946684800 + pg_catalog.max(d.hi)) FROM l d
-               WHERE d.kind = 32260 AND d.pid = g.pid AND d.lo = g.lo AND g.kind = 32257 AND g.granted) AS delay_until,
-             g.kind = 32257 AND g.granted AND g.mode <> 'ShareLock' AS exclusive_grant
+               WHERE d.kind = 32260 /* kDelayTagKind */ AND d.pid = g.pid AND d.lo = g.lo
+                 AND g.kind = 32257 /* kResourceTagKind */ AND g.granted) AS delay_until,
+             g.kind = 32257 /* kResourceTagKind */ AND g.granted AND g.mode <> 'ShareLock' AS exclusive_grant
         FROM g
         LEFT JOIN fencing.fence_state s ON s.key = g.state_key
     )
     SELECT r.resource,
            -- Like pg_stat_activity: other roles' tokens only for pg_read_all_stats.
-           (CASE WHEN r.kind = 32257 AND r.granted
+           (CASE WHEN r.kind = 32257 /* kResourceTagKind */ AND r.granted
                      AND (r.pid = pg_catalog.pg_backend_pid()
                           OR (a.usesysid IS NOT NULL AND pg_catalog.pg_has_role(a.usesysid, 'MEMBER'))
                           OR pg_catalog.pg_has_role('pg_read_all_stats', 'MEMBER'))
@@ -90,12 +95,13 @@ BEGIN
            r.pid,
            CASE WHEN r.mode = 'ExclusiveLock' THEN 'session'
                 WHEN r.mode = 'ShareLock'
-                     AND NOT EXISTS (SELECT 1 FROM l m WHERE m.kind = 32263 AND m.pid = r.pid AND m.hi = r.hi AND m.lo = r.lo)
+                     AND NOT EXISTS (SELECT 1 FROM l m WHERE m.kind = 32263 /* kSharedXactTagKind */
+                                        AND m.pid = r.pid AND m.hi = r.hi AND m.lo = r.lo)
                 THEN 'session'
                 ELSE 'transaction' END AS scope,
-           r.kind = 32257 AND r.granted AS granted,
+           r.kind = 32257 /* kResourceTagKind */ AND r.granted AS granted,
            CASE WHEN r.exclusive_grant THEN pg_catalog.to_timestamp(946684800 + r.granted_at)
-                WHEN r.kind = 32257 AND r.granted THEN NULL
+                WHEN r.kind = 32257 /* kResourceTagKind */ AND r.granted THEN NULL
                 ELSE r.waitstart END AS since,
            a.application_name,
            CASE WHEN r.exclusive_grant AND r.lease_ms > 0 AND r.delay_until IS NULL
@@ -110,7 +116,7 @@ BEGIN
       LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = r.pid
      -- The head of a permit queue also waits for one permit's lock: that wait
      -- is shown as its queue row, not twice.
-     WHERE NOT (r.kind = 32257 AND NOT r.granted AND r.permit IS NOT NULL)
+     WHERE NOT (r.kind = 32257 /* kResourceTagKind */ AND NOT r.granted AND r.permit IS NOT NULL)
   $v$, CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 140000 THEN 'l.waitstart' ELSE 'NULL::timestamptz' END);
 END
 $$;
