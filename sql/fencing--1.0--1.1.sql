@@ -13,7 +13,12 @@
 --   shared      a shared hold: many sessions at once, none exclusive; returns
 --               the resource's latest token.
 -- The functions are dropped and created again (a function's arguments cannot
--- change in place); their privileges are the defaults, as in 1.0.
+-- change in place); their privileges are the defaults, as in 1.0. Their C
+-- symbols are new: a backend that still runs the 1.0 module (loaded before
+-- the 1.1 module was installed) cannot find them and refuses the call (42883,
+-- "could not find function"), instead of ignoring the arguments it does not
+-- know. The 1.1 module serves both symbols, the old ones for databases not yet
+-- updated.
 -------------------------------------------------------------------------------
 DROP FUNCTION fencing.acquire(text, interval, interval, boolean);
 DROP FUNCTION fencing.try_acquire(text, boolean);
@@ -23,18 +28,18 @@ DROP FUNCTION fencing.try_acquire_xact(text, boolean);
 CREATE FUNCTION fencing.acquire(resource text, wait interval DEFAULT NULL, lease interval DEFAULT NULL,
                                 reentrant boolean DEFAULT false, lock_delay interval DEFAULT NULL,
                                 permits integer DEFAULT NULL, shared boolean DEFAULT false)
-    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_acquire' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_acquire_with_options' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION fencing.try_acquire(resource text, reentrant boolean DEFAULT false, lock_delay interval DEFAULT NULL,
                                     permits integer DEFAULT NULL, shared boolean DEFAULT false)
-    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_try_acquire' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_try_acquire_with_options' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION fencing.acquire_xact(resource text, wait interval DEFAULT NULL, lease interval DEFAULT NULL,
                                      reentrant boolean DEFAULT false, lock_delay interval DEFAULT NULL,
                                      permits integer DEFAULT NULL, shared boolean DEFAULT false)
-    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_acquire_xact' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_acquire_xact_with_options' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION fencing.try_acquire_xact(resource text, reentrant boolean DEFAULT false,
                                          lock_delay interval DEFAULT NULL, permits integer DEFAULT NULL,
                                          shared boolean DEFAULT false)
-    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_try_acquire_xact' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_try_acquire_xact_with_options' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -------------------------------------------------------------------------------
 -- fencing.locks: the 1.0 columns, then mode, permit and delay_until.

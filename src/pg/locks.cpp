@@ -311,6 +311,14 @@ FENCING_FUNCTION(fencing_acquire) { return acquire_entry(fcinfo, true, false, "f
 FENCING_FUNCTION(fencing_try_acquire) { return acquire_entry(fcinfo, true, true, "fencing.try_acquire"); }
 FENCING_FUNCTION(fencing_acquire_xact) { return acquire_entry(fcinfo, false, false, "fencing.acquire_xact"); }
 FENCING_FUNCTION(fencing_try_acquire_xact) { return acquire_entry(fcinfo, false, true, "fencing.try_acquire_xact"); }
+// The symbols of 1.1's acquire family (sql/fencing--1.0--1.1.sql): the same
+// functions, under names a backend still running the 1.0 module lacks.
+FENCING_FUNCTION(fencing_acquire_with_options) { return acquire_entry(fcinfo, true, false, "fencing.acquire"); }
+FENCING_FUNCTION(fencing_try_acquire_with_options) { return acquire_entry(fcinfo, true, true, "fencing.try_acquire"); }
+FENCING_FUNCTION(fencing_acquire_xact_with_options) { return acquire_entry(fcinfo, false, false, "fencing.acquire_xact"); }
+FENCING_FUNCTION(fencing_try_acquire_xact_with_options) {
+    return acquire_entry(fcinfo, false, true, "fencing.try_acquire_xact");
+}
 
 FENCING_FUNCTION(fencing_release) {
     return guarded("fencing.release", [&]() -> Datum {
