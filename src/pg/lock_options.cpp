@@ -117,8 +117,10 @@ void release_hold_extras(std::uint64_t key, bool session) {
     const LOCKTAG held = option_tag(kPermitsHeldTagKind, core::key_high(t->base), core::key_low(t->base));
     const LOCKTAG count = option_tag(kPermitCountTagKind, core::key_high(t->base),
                                      core::count_mark_low(core::key_low(t->base), t->permits));
-    if (held_by_me(count, ShareLock)) LockRelease(&count, ShareLock, session);
+    // "Held" before "count N" (pg/permits.cpp: a holder of the first holds the
+    // second).
     if (held_by_me(held, ShareLock)) LockRelease(&held, ShareLock, session);
+    if (held_by_me(count, ShareLock)) LockRelease(&count, ShareLock, session);
 }
 
 std::uint64_t held_key_of(std::uint64_t base) {

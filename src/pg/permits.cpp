@@ -18,8 +18,8 @@
 //
 // Every holder of a permit also holds, shared, two marks of the resource:
 // "some permit is held" and "a permit is held with count N". The head checks
-// them (alone at the head, so race-free) before it takes a permit: a count
-// other than the holders' is refused with 55T01.
+// them before it takes a permit (count_disagrees): a count other than the
+// holders' is refused with 55T01.
 #include "pg/bridge.hpp"
 #include "pg/fence_state.hpp"
 #include "pg/lock_options.hpp"
@@ -135,20 +135,39 @@ std::int32_t choose_permit(const Resource& r, std::int32_t n, std::int32_t round
     return choice;
 }
 
+// The marks: "count N" is taken before "held" and released after it, so that
+// whoever holds "held" holds "count N" of its own count too.
 void take_marks(std::uint64_t base, std::int32_t n, bool session) {
     const LOCKTAG held = held_mark(base);
     const LOCKTAG count = count_mark(base, n);
-    (void)LockAcquire(&held, ShareLock, session, false);
     (void)LockAcquire(&count, ShareLock, session, false);
+    (void)LockAcquire(&held, ShareLock, session, false);
 }
 
 void give_back(std::uint64_t base, std::int32_t n, std::int32_t permit, bool session, LOCKMODE mode) {
     const LOCKTAG ptag = resource_tag(core::permit_key(base, permit));
     const LOCKTAG held = held_mark(base);
     const LOCKTAG count = count_mark(base, n);
-    if (held_by_me(count, ShareLock)) LockRelease(&count, ShareLock, session);
     if (held_by_me(held, ShareLock)) LockRelease(&held, ShareLock, session);
+    if (held_by_me(count, ShareLock)) LockRelease(&count, ShareLock, session);
     if (held_by_me(ptag, mode)) LockRelease(&ptag, mode, session);
+}
+
+// Whether the holders of the resource's permits use another count than n.
+// Alone at the head of the queue nobody takes a first permit meanwhile, but
+// holders may be giving theirs back: a transaction's end releases both marks
+// in no particular order. So "count n" is asked first (held: they agree),
+// and an apparent disagreement must last 100 ms, through twenty looks, to
+// count: holders on their way out are gone by then.
+bool count_disagrees(std::uint64_t base, std::int32_t n) {
+    for (int look = 0;; ++look) {
+        const bool same = held_by_others(count_mark(base, n), ExclusiveLock);
+        const bool any = same || held_by_others(held_mark(base), ExclusiveLock);
+        if (core::check_count(any, same) != core::CountCheck::disagrees) return false;
+        if (look == 20) return true;
+        pg_usleep(5000);
+        CHECK_FOR_INTERRUPTS();
+    }
 }
 
 }  // namespace
@@ -207,9 +226,7 @@ bool acquire_permit(const AcquireCall& c, std::int64_t* out) {
     PG_TRY();
     {
         // Alone at the head: the holders' count must be ours.
-        const bool any_held = held_by_others(held_mark(base), ExclusiveLock);
-        const bool same_count = any_held && held_by_others(count_mark(base, n), ExclusiveLock);
-        if (core::check_count(any_held, same_count) == core::CountCheck::disagrees) report_count_mismatch(r, n, 0);
+        if (count_disagrees(base, n)) report_count_mismatch(r, n, 0);
 
         got = take_free_permit(base, n, mode, c.session);
         for (std::int32_t round = 0; got == 0; ++round) {

@@ -13,6 +13,7 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use FindBin;
 use lib $FindBin::Bin;
+use IPC::Run;
 use FencingTAP qw(send_nb wait_tag psql_sqlstate);
 
 my $node = PostgreSQL::Test::Cluster->new('permits');
@@ -84,6 +85,28 @@ $c->query_safe('SELECT fencing.release_all()');
 my ($out_d, $err_d) = wait_tag($d, 'd');
 is($err_d, '', 'and the other waiter is then granted');
 finish($_) for ($b, $c, $d, $w);
+
+# ---- many sessions taking and giving back permits: never a false 55T01 ------------------
+#
+# Holders give their permits back while the head of the queue checks the
+# count; a transaction's end releases a holder's marks in no particular order.
+for my $case (['session', q{SELECT fencing.acquire('pm:hot', permits => 4);
+SELECT fencing.release('pm:hot');}],
+	['transaction', q{BEGIN;
+SELECT fencing.acquire_xact('pm:hotx', permits => 1);
+COMMIT;}])
+{
+	my ($scope, $script) = @$case;
+	my $file = "${PostgreSQL::Test::Utils::tmp_check}/permits_$scope.sql";
+	PostgreSQL::Test::Utils::append_to_file($file, "$script\n");
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'pgbench', '-n', '-c', '8', '-T', '4', '-f', $file, '-d', $node->connstr('postgres') ],
+		'>', \$out, '2>', \$err);
+	my ($done) = $out =~ /number of transactions actually processed: (\d+)/;
+	unlike($err, qr/another count of permits|55T01/, "$scope scope, 8 sessions: no false count mismatch");
+	ok(defined $done && $done > 100, "$scope scope: the sessions took and gave back permits (" . ($done // 'none') . ' times)');
+	unlike($out . $err, qr/aborted|error/i, "$scope scope: no client aborted");
+}
 
 $node->stop;
 done_testing();
