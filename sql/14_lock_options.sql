@@ -119,6 +119,9 @@ SELECT fencing.acquire('t14:sh', shared => true) = :'ex' AS shared_gets_latest,
        fencing.current('t14:sh') = :'ex' AS no_new_token;
 SELECT * FROM pg_temp.mine();
 SELECT * FROM pg_temp.my_advisory_locks();
+-- A shared hold's row: the latest token; no grant time, lease or expiry.
+SELECT token = :'ex' AS latest_token, since IS NULL AS no_since, lease IS NULL AS no_lease,
+       expires_at IS NULL AS no_expiry FROM fencing.locks WHERE pid = pg_backend_pid();
 -- The token is valid while the shared hold lasts.
 SELECT fencing.validate('t14:sh', :'ex') = :'ex' AS valid_while_shared;
 -- Nesting: a plain shared re-acquisition is refused (55006); reentrant nests.
@@ -152,6 +155,22 @@ SELECT fencing.try_acquire_xact('t14:sh:other', shared => true) IS NOT NULL AS t
 SELECT * FROM pg_temp.mine();
 COMMIT;
 SELECT count(*) AS locks_after_commit FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+-- Held shared in both scopes at once: one row, with the scope of the first
+-- hold; the session hold stays after COMMIT.
+BEGIN;
+SELECT fencing.acquire('t14:sh', shared => true) IS NOT NULL AS session_shared;
+SELECT fencing.acquire_xact('t14:sh', shared => true, reentrant => true) IS NOT NULL AS xact_shared_too;
+SELECT * FROM pg_temp.mine();
+COMMIT;
+SELECT * FROM pg_temp.mine();
+SELECT fencing.release('t14:sh');
+BEGIN;
+SELECT fencing.acquire_xact('t14:sh', shared => true) IS NOT NULL AS xact_shared;
+SELECT fencing.acquire('t14:sh', shared => true, reentrant => true) IS NOT NULL AS session_shared_too;
+SELECT * FROM pg_temp.mine();
+COMMIT;
+SELECT * FROM pg_temp.mine();
+SELECT fencing.release('t14:sh');
 -- ROLLBACK TO SAVEPOINT undoes a shared hold taken after it.
 BEGIN;
 SAVEPOINT a;
@@ -166,9 +185,10 @@ SELECT fencing.acquire_xact('t14:sh', shared => true) IS NOT NULL AS read_only_s
 SELECT pg_temp.sqlstate_of($$SELECT fencing.acquire_xact('t14:sh:never', shared => true)$$) AS first_token_read_only;
 SELECT pg_temp.sqlstate_of($$SELECT fencing.acquire_xact('t14:sh:never')$$) AS exclusive_read_only;
 COMMIT;
--- A lease on a shared hold: renew() reports it.
+-- A lease on a shared hold: renew() reports it (fencing.locks does not).
 SELECT fencing.acquire('t14:sh', lease => '1 min', shared => true) IS NOT NULL AS got;
 SELECT fencing.renew('t14:sh') AS lease_left;
+SELECT lease IS NULL AS no_lease_shown FROM fencing.locks WHERE pid = pg_backend_pid();
 SELECT fencing.release('t14:sh');
 SELECT pg_temp.sqlstate_of($$SELECT fencing.renew('t14:sh')$$) AS renew_after_release;
 -- A session-scoped shared hold survives ROLLBACK; release_all ends it.

@@ -167,6 +167,10 @@ my $lease_last = $l->query_safe(
 	"SELECT fencing.acquire('ld:lease', lease => '1 s', lock_delay => '2 s') IS NOT NULL; SELECT extract(epoch FROM clock_timestamp())");
 ($lease_last) = (split /\n/, $lease_last)[-1];
 my $wl = waiter('ld:lease');
+$node->poll_query_until('postgres',
+	"SELECT delay_until IS NOT NULL FROM fencing.locks WHERE resource = 'ld:lease' AND granted") or die;
+is(sql("SELECT lease IS NULL AND expires_at IS NULL FROM fencing.locks WHERE resource = 'ld:lease' AND granted"),
+	't', 'lease ran out: the row in its delay shows no lease');
 my ($t_wl, $at_wl, $err_wl) = granted($wl);
 is($err_wl, '', 'lease ran out: the waiter is granted');
 my $after_l = $at_wl - $lease_last;
@@ -234,9 +238,13 @@ for my $case (['release', "SELECT fencing.acquire('ld:clean', lock_delay => '2 s
 	my $r = session();
 	$r->query_safe("SELECT fencing.acquire('ld:shared', shared => true, lock_delay => '2 s')");
 	my $pid_r = $r->query_safe('SELECT pg_backend_pid()');
-	my $ww = waiter('ld:shared');
-	wait_for_waiters('ld:shared', 1);
 	my $at_r = sql("SELECT extract(epoch FROM clock_timestamp()) FROM pg_terminate_backend($pid_r) t WHERE t");
+	$node->poll_query_until('postgres',
+		"SELECT delay_until IS NOT NULL FROM fencing.locks WHERE resource = 'ld:shared' AND granted") or die;
+	is(sql("SELECT fencing.try_acquire('ld:shared', shared => true) IS NOT NULL"), 't',
+		'shared: another shared hold is granted during a lost reader\'s delay');
+	is(sql("SELECT fencing.try_acquire('ld:shared') IS NULL"), 't', 'shared: an exclusive one is not');
+	my $ww = waiter('ld:shared');
 	my (undef, $at_ww, $err_ww) = granted($ww);
 	is($err_ww, '', 'shared: the exclusive waiter is granted');
 	cmp_ok($at_ww - $at_r, '>=', 2.0, 'shared: not before the lost reader\'s delay');
