@@ -173,6 +173,7 @@ void lost_session(int code, Datum arg) {
         if (k < kMaxDelayed * kPerGrant && compat::try_lock_quietly(&mark, AccessShareLock, true) != LOCKACQUIRE_NOT_AVAIL)
             kept[k++] = Kept{mark, AccessShareLock, g};
     }
+    for (std::size_t g = 0; g < m; ++g) on_lost_grant_delay(entries[g].key, true);
     ereport(LOG, (errmsg("fencing: session ended holding %zu fencing lock%s with a lock-delay", m, m == 1 ? "" : "s"),
                   errdetail("The locks are kept until their delays have passed, at most %lld ms.",
                             static_cast<long long>((entries[m - 1].until_us - ended_mono) / 1000))));
@@ -186,9 +187,11 @@ void lost_session(int code, Datum arg) {
     for (;;) {
         std::int64_t sleep_us = 0;
         const std::size_t n_due = core::due_delays(entries, m, monotonic_us(), due, &sleep_us);
-        for (std::size_t d = 0; d < n_due; ++d)
+        for (std::size_t d = 0; d < n_due; ++d) {
             for (std::size_t i = 0; i < k; ++i)
                 if (kept[i].grant == due[d]) release_every(kept[i].tag, kept[i].mode);
+            on_lost_grant_delay(entries[due[d]].key, false);
+        }
         if (sleep_us <= 0 || end_requested) break;
         ResetLatch(MyLatch);
         const int rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
@@ -196,6 +199,8 @@ void lost_session(int code, Datum arg) {
         if ((rc & WL_POSTMASTER_DEATH) || end_requested) break;
     }
     // Whatever is left (ended early) is released by PostgreSQL's own exit.
+    for (std::size_t g = 0; g < m; ++g)
+        if (!entries[g].done) on_lost_grant_delay(entries[g].key, false);
 }
 
 }  // namespace

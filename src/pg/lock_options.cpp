@@ -193,6 +193,7 @@ void record_hold(const Resource& r, std::uint64_t key, std::int64_t token, bool 
     }
     if (traits.delay_ms > 0) arm_lock_delay();
     apply_leases();
+    on_grant_with_options(key, token, traits, first);
 }
 
 }  // namespace fencing::pg

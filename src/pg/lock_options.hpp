@@ -95,4 +95,13 @@ bool regrant_in_statement(const Resource& r, const LOCKTAG& rtag, bool session);
 // their session ends, each for its delay (registered at the first such grant).
 void arm_lock_delay();
 
+// Hook points for observers of grants (notifications, statistics); empty
+// here. on_grant_with_options: a grant with options (a shared hold, a permit,
+// a lock-delay) began or nested (record_hold). on_lost_grant_delay: a lost
+// grant's lock-delay begins (begins) or is over, in the ended session's
+// backend as it exits, outside any transaction (pg/lock_delay.cpp).
+inline void on_grant_with_options(std::uint64_t /*key*/, std::int64_t /*token*/, const core::GrantTraits& /*traits*/,
+                                  bool /*first*/) {}
+inline void on_lost_grant_delay(std::uint64_t /*key*/, bool /*begins*/) {}
+
 }  // namespace fencing::pg
