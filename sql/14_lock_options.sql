@@ -259,6 +259,23 @@ SELECT fencing.release('t14:pool') AS release_after_unlock_all;
 SELECT fencing.acquire('t14:pool', permits => 3) IS NOT NULL AS got_again;
 SELECT fencing.release_all() AS released;
 
+-- A permit is the resource named by its resource's name, U+001F and its
+-- number: current() of that name is the permit's latest token.
+SELECT fencing.acquire('t14:named', permits => 3) AS pn \gset
+SELECT fencing.current('t14:named' || chr(31) || '1') = :'pn' AS current_of_permit_1,
+       fencing.current('t14:named') IS NULL AS plain_untouched;
+SELECT fencing.release('t14:named');
+-- A new resource key secret gives every row the key of its name: permits
+-- keep their rows and tokens, and go on from there.
+INSERT INTO fencing.key_secret DEFAULT VALUES;
+SELECT fencing.current('t14:named' || chr(31) || '1') = :'pn' AS permit_row_kept;
+SELECT fencing.acquire('t14:named', permits => 3) AS pn2 \gset
+SELECT :'pn2'::bigint > :'pn'::bigint AS newer_after_new_secret,
+       fencing.current('t14:named' || chr(31) || '1') = :'pn2' AS same_row;
+SELECT * FROM pg_temp.mine();
+SELECT count(*) AS permit_rows FROM fencing.fence_state WHERE resource LIKE 't14:named%';
+SELECT fencing.release('t14:named');
+
 -- permits => 1 is a mutex with its own token.
 SELECT fencing.acquire('t14:one', permits => 1) IS NOT NULL AS got;
 SELECT * FROM pg_temp.mine();

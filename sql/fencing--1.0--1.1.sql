@@ -9,7 +9,7 @@
 --               holding it), nobody is granted the resource until this has
 --               passed (0 .. 1 minute; NULL or 0: none);
 --   permits     one of N permits of the resource, each its own fenced grant
---               with its own token (1 .. 1000; NULL: a plain resource);
+--               with its own tokens (1 .. 1000; NULL: a plain resource);
 --   shared      a shared hold: many sessions at once, none exclusive; returns
 --               the resource's latest token.
 -- The functions are dropped and created again (a function's arguments cannot
@@ -45,17 +45,17 @@ CREATE FUNCTION fencing.try_acquire_xact(resource text, reentrant boolean DEFAUL
 -- fencing.locks: the 1.0 columns, then mode, permit and delay_until.
 --
 -- The advisory lock tags of fencing (field 4; defined in src/pg/lock_tags.hpp):
---   32257 /* kResourceTagKind */: a resource, or a permit of one (the
---     permit's key is the resource's key XOR the permit's number, 1 .. 1000);
---     ExclusiveLock a session hold, ShareRowExclusiveLock a transaction hold,
---     ShareLock a shared hold
+--   32257 /* kResourceTagKind */: a resource, or a permit of one (permit p of
+--     resource R is the resource named R, U+001F, p: its key, its fence state
+--     row); ExclusiveLock a session hold, ShareRowExclusiveLock a transaction
+--     hold, ShareLock a shared hold
 --   32260 /* kDelayTagKind */: a lost grant in its lock-delay, held by the
 --     ended session's backend: (database, end of the delay in seconds since
 --     2000, low half of the key)
 --   32263 /* kSharedXactTagKind */: marks a shared hold (or wait) as
 --     transaction-scoped: (database, key)
 --   32264 /* kPermitQueueTagKind */: the queue of a counted resource
---     (database, key): a waiter for a permit, in ExclusiveLock for a session
+--     (database, its first permit's key): a waiter for a permit, in ExclusiveLock for a session
 --     hold, ShareRowExclusiveLock for a transaction hold; its head holds it
 --     while it waits for a permit
 -------------------------------------------------------------------------------
@@ -72,23 +72,30 @@ BEGIN
                             32263 /* kSharedXactTagKind */, 32264 /* kPermitQueueTagKind */)
          AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
     ), g AS (
-      -- A waiter for a permit is shown with the resource named by its first
-      -- permit's fence state.
-      SELECT l.*, (l.hi << 32) | l.lo AS key,
-             CASE WHEN l.kind = 32257 /* kResourceTagKind */ THEN (l.hi << 32) | l.lo
-                  ELSE ((l.hi << 32) | l.lo) # 1 END AS state_key
+      SELECT l.*, (l.hi << 32) | l.lo AS key
         FROM l WHERE l.kind IN (32257 /* kResourceTagKind */, 32264 /* kPermitQueueTagKind */)
     ), r AS (
-      SELECT g.*, s.resource, s.token AS state_token, s.granted_at, s.lease_ms,
-             (SELECT CASE WHEN x.p BETWEEN 1 AND 1000 THEN x.p::integer END
-                FROM (SELECT g.key # fencing.resource_key(s.resource) AS p) x
-               WHERE g.kind = 32257 /* kResourceTagKind */ AND s.resource IS NOT NULL) AS permit,
+      -- The row of the lock's key: with two names of one key (a collision)
+      -- the one with the latest grant holds it. A queue's key is its
+      -- resource's first permit's. A permit's name is its resource's name,
+      -- U+001F and its number.
+      SELECT g.*, s.token AS state_token, s.granted_at, s.lease_ms,
+             pg_catalog.substring(s.resource, E'\x1f([1-9][0-9]{0,3})$')::integer AS suffix,
+             pg_catalog.substring(s.resource, E'^(.+)\x1f[1-9][0-9]{0,3}$') AS base,
+             s.resource AS name,
              (SELECT pg_catalog.to_timestamp(946684800 + pg_catalog.max(d.hi)) FROM l d
                WHERE d.kind = 32260 /* kDelayTagKind */ AND d.pid = g.pid AND d.lo = g.lo
                  AND g.kind = 32257 /* kResourceTagKind */ AND g.granted) AS delay_until,
              g.kind = 32257 /* kResourceTagKind */ AND g.granted AND g.mode <> 'ShareLock' AS exclusive_grant
         FROM g
-        LEFT JOIN fencing.fence_state s ON s.key = g.state_key
+        LEFT JOIN LATERAL (SELECT x.resource, x.token, x.granted_at, x.lease_ms FROM fencing.fence_state x
+                            WHERE x.key = g.key ORDER BY x.token DESC LIMIT 1) s ON true
+    ), p AS (
+      SELECT r.*,
+             CASE WHEN r.base IS NOT NULL AND r.suffix <= 1000 THEN r.base ELSE r.name END AS resource,
+             CASE WHEN r.kind = 32257 /* kResourceTagKind */ AND r.base IS NOT NULL AND r.suffix <= 1000
+                  THEN r.suffix END AS permit
+        FROM r
     )
     SELECT r.resource,
            -- Like pg_stat_activity: other roles' tokens only for pg_read_all_stats.
@@ -117,7 +124,7 @@ BEGIN
            CASE WHEN r.mode = 'ShareLock' THEN 'shared' ELSE 'exclusive' END AS mode,
            r.permit,
            r.delay_until
-      FROM r
+      FROM p r
       LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = r.pid
      -- The head of a permit queue also waits for one permit's lock: that wait
      -- is shown as its queue row, not twice.

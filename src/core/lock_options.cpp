@@ -10,10 +10,33 @@ OptionsStatus check_options(const LockOptions& o, bool permits_given) noexcept {
     return OptionsStatus::ok;
 }
 
-std::int32_t permit_of(std::uint64_t key, std::uint64_t base) noexcept {
-    const std::uint64_t d = key ^ base;
-    if (d == 0 || d > static_cast<std::uint64_t>(kMaxPermits)) return 0;
-    return static_cast<std::int32_t>(d);
+std::size_t permit_name(const char* name, std::size_t len, std::int32_t permit, char* out) noexcept {
+    for (std::size_t i = 0; i < len; ++i) out[i] = name[i];
+    std::size_t n = len;
+    out[n++] = kPermitSeparator;
+    char digits[4];
+    std::size_t d = 0;
+    std::uint32_t v = permit < 1 ? 1 : static_cast<std::uint32_t>(permit);
+    if (v > static_cast<std::uint32_t>(kMaxPermits)) v = kMaxPermits;
+    do {
+        digits[d++] = static_cast<char>('0' + v % 10);
+        v /= 10;
+    } while (v != 0 && d < sizeof digits);
+    while (d > 0) out[n++] = digits[--d];
+    return n;
+}
+
+bool parse_permit_name(const char* name, std::size_t len, std::size_t* base_len, std::int32_t* permit) noexcept {
+    std::size_t i = len;
+    while (i > 0 && name[i - 1] >= '0' && name[i - 1] <= '9') --i;
+    const std::size_t digits = len - i;
+    if (digits == 0 || digits > 4 || i == 0 || name[i - 1] != kPermitSeparator || name[i] == '0') return false;
+    std::int32_t v = 0;
+    for (std::size_t k = i; k < len; ++k) v = v * 10 + (name[k] - '0');
+    if (v < 1 || v > kMaxPermits || i - 1 == 0) return false;
+    *base_len = i - 1;
+    *permit = v;
+    return true;
 }
 
 CountCheck check_count(bool permits_held, bool same_count_held) noexcept {

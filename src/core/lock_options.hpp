@@ -34,17 +34,21 @@ enum class OptionsStatus {
 // already known to be >= 0 (the interval parser refuses negative ones).
 OptionsStatus check_options(const LockOptions& o, bool permits_given) noexcept;
 
-// Permit p (1 .. kMaxPermits) of the resource whose key is base has its own
-// lock key, fence state row and token: the base key with p XORed into its
-// low bits. Distinct permits have distinct keys, none equal to the base key
-// (the plain resource), and the permit is recovered from the two keys (the
-// view fencing.locks computes key # resource_key(resource)).
-inline std::uint64_t permit_key(std::uint64_t base, std::int32_t permit) noexcept {
-    return base ^ static_cast<std::uint64_t>(static_cast<std::uint32_t>(permit));
-}
-// The permit a key stands for, given the resource's base key; 0 when the key
-// is the base key itself or no permit of it.
-std::int32_t permit_of(std::uint64_t key, std::uint64_t base) noexcept;
+// Permit p (1 .. kMaxPermits) of a resource is the resource whose name is
+// the resource's name, U+001F (the unit separator) and p in decimal: a name
+// of its own, so it has its own lock key, lock, guard and fence state row,
+// and its key follows from the row's name as every key does (a new resource
+// key secret rekeys it like any row). fencing.locks reads the permit back
+// from the name.
+inline constexpr char kPermitSeparator = '\x1f';
+inline constexpr std::size_t kPermitSuffixBytes = 5;  // the separator and at most 4 digits
+// Writes the name of permit p of (name, len) to out, which has room for len +
+// kPermitSuffixBytes bytes; returns its length.
+std::size_t permit_name(const char* name, std::size_t len, std::int32_t permit, char* out) noexcept;
+// Whether (name, len) is the name of a permit (1 .. kMaxPermits) of some
+// resource: then *base_len is the length of that resource's name and
+// *permit the permit.
+bool parse_permit_name(const char* name, std::size_t len, std::size_t* base_len, std::int32_t* permit) noexcept;
 
 // Agreement on the count of permits. Every holder of a permit of a resource
 // also holds, shared, two marks: one that says "some permit is held" and one
@@ -81,7 +85,8 @@ struct GrantTraits {
     bool shared = false;
     std::int32_t permit = 0;   // 1 .. N for a permit, else 0
     std::int32_t permits = 0;  // N for a permit, else 0
-    std::uint64_t base = 0;    // the resource's key (equals the key unless a permit)
+    std::uint64_t base = 0;    // the key the resource's queue and marks use: a
+                               // permit's is its first permit's key; else the key
     std::int64_t delay_ms = 0;
 };
 
@@ -96,8 +101,8 @@ public:
     bool empty() const noexcept { return book_.empty(); }
     std::size_t size() const noexcept { return book_.size(); }
 
-    // The key of a permit of the resource `base` recorded in the book, or 0
-    // (a session holds at most one permit of a resource).
+    // The key of a permit recorded in the book whose base is `base`, or 0 (a
+    // session holds at most one permit of a resource).
     std::uint64_t permit_key_of(std::uint64_t base) const noexcept;
 
     // Entries with a delay, written to out[0 .. cap) without allocating;

@@ -123,15 +123,19 @@ void release_hold_extras(std::uint64_t key, bool session) {
     if (held_by_me(count, ShareLock)) LockRelease(&count, ShareLock, session);
 }
 
-std::uint64_t held_key_of(std::uint64_t base) {
-    if (the_book.empty()) return base;
-    if (holds_any_mode(resource_tag(base))) return base;
+std::uint64_t held_permit_key(std::uint64_t base) {
     for (;;) {
         const std::uint64_t k = the_book.permit_key_of(base);
-        if (k == 0) return base;
+        if (k == 0) return 0;
         if (holds_permit_key(k)) return k;
         the_book.forget(k);  // a permit hold that ended (the lock manager is the truth)
     }
+}
+
+std::uint64_t held_key_of(const Resource& r) {
+    if (the_book.empty() || holds_any_mode(resource_tag(r.key))) return r.key;
+    const std::uint64_t k = held_permit_key(permit_base_key(r));
+    return k != 0 ? k : r.key;
 }
 
 int release_with_options(const Resource& r) {
@@ -140,7 +144,7 @@ int release_with_options(const Resource& r) {
     if (held_by_me(rtag, kSessionMode)) return -1;  // a plain session hold: released first
     std::uint64_t key = r.key;
     if (!(shared_in_book(r.key) && held_by_me(rtag, kSharedMode))) {
-        key = held_key_of(r.key);  // a permit of the resource
+        key = held_key_of(r);  // a permit of the resource
         if (key == r.key) return -1;
     }
     const core::Hold* h = ledger().find(key);

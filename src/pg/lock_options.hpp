@@ -52,10 +52,14 @@ void note_plain_grant(std::uint64_t key, bool first, std::int64_t delay_ms);
 // token tags (a permit's marks), in the given scope.
 void release_hold_extras(std::uint64_t key, bool session);
 
-// The key this session's hold of the resource with key `base` is under: base
-// itself when it holds the resource (or nothing of it), else the key of the
-// permit of it that it holds.
-std::uint64_t held_key_of(std::uint64_t base);
+// The key this session's hold of the resource is under: its own key when the
+// session holds it (or nothing of it), else the key of the permit of it that
+// the session holds.
+std::uint64_t held_key_of(const Resource& r);
+
+// The key of the permit this session holds of the counted resource whose
+// base key (its first permit's key) is `base`, or 0.
+std::uint64_t held_permit_key(std::uint64_t base);
 
 // release(resource) of a shared hold or a permit: 1 released, 0 not held,
 // -1 not such a hold (the plain path decides).
@@ -77,6 +81,8 @@ bool acquire_permit(const AcquireCall& c, std::int64_t* out);   // pg/permits.cp
 // validate() of a token granted for a permit of the resource: true (and the
 // permit's guard held) when a hold granted with it is still held.
 bool validate_permit(const Resource& r, std::int64_t token);    // pg/permits.cpp
+// The base key of a counted resource: its first permit's key (pg/permits.cpp).
+std::uint64_t permit_base_key(const Resource& r);
 
 // Records a hold in the ledger and the grant book (raising 53200 on
 // out-of-memory after giving back a session hold's locks).

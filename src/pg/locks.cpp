@@ -414,7 +414,7 @@ FENCING_FUNCTION(fencing_validate) {
 FENCING_FUNCTION(fencing_renew) {
     return guarded("fencing.renew", [&]() -> Datum {
         Resource r = resource_arg(fcinfo, 0);
-        r.key = held_key_of(r.key);  // a permit of the resource, when the session holds one
+        r.key = held_key_of(r);  // a permit of the resource, when the session holds one
         const LOCKTAG rtag = resource_tag(r.key);
         if (!holds_resource(rtag)) {
             ledger().forget(r.key);

@@ -1,8 +1,9 @@
 // Counted locks: acquire(..., permits => N) and its forms.
 //
-// Permit p (1 .. N) of a resource is a lock of its own: the resource's key
-// XOR p (core::permit_key) names its lock tag, its guard, and its row of
-// fencing.fence_state, so each permit is a fenced grant with its own tokens.
+// Permit p (1 .. N) of resource R is the resource named R, U+001F, p
+// (core::permit_name): its own lock key, lock, guard and fence state row, so
+// each permit is a fenced grant with its own tokens. The resource's queue and
+// marks use the key of its first permit (the base key).
 //
 // Waiting for one of N locks is not something PostgreSQL's lock manager does:
 //  * every acquisition first takes the resource's queue (a lock of its own,
@@ -22,6 +23,7 @@
 // holders' is refused with 55T01.
 #include "pg/bridge.hpp"
 #include "pg/fence_state.hpp"
+#include "pg/key_secret.hpp"
 #include "pg/lock_options.hpp"
 #include "pg/lock_tags.hpp"
 #include "pg/session.hpp"
@@ -29,6 +31,25 @@
 namespace fencing::pg {
 
 namespace {
+
+// The names and keys of a counted resource's permits (a buffer of the
+// statement's memory context, written for each permit in turn).
+struct PermitNames {
+    const char* base;
+    int base_len;
+    char* buf;
+};
+
+PermitNames permit_names(const Resource& r) {
+    return PermitNames{r.data, r.len, static_cast<char*>(palloc(r.len + core::kPermitSuffixBytes))};
+}
+
+// Permit p's name in pn.buf; returns its length.
+int name_of(const PermitNames& pn, std::int32_t p) {
+    return static_cast<int>(core::permit_name(pn.base, static_cast<std::size_t>(pn.base_len), p, pn.buf));
+}
+
+std::uint64_t key_of(const PermitNames& pn, std::int32_t p) { return resource_key_of(pn.buf, name_of(pn, p)); }
 
 LOCKTAG queue_tag(std::uint64_t base) {
     return option_tag(kPermitQueueTagKind, core::key_high(base), core::key_low(base));
@@ -84,9 +105,9 @@ bool held_by_others(const LOCKTAG& tag, LOCKMODE probe) {
 }
 
 // The first free permit, taken (without waiting); 0 when every one is held.
-std::int32_t take_free_permit(std::uint64_t base, std::int32_t n, LOCKMODE mode, bool session) {
+std::int32_t take_free_permit(const PermitNames& pn, std::int32_t n, LOCKMODE mode, bool session) {
     for (std::int32_t p = 1; p <= n; ++p) {
-        const LOCKTAG tag = resource_tag(core::permit_key(base, p));
+        const LOCKTAG tag = resource_tag(key_of(pn, p));
         if (LockAcquire(&tag, mode, session, true) != LOCKACQUIRE_NOT_AVAIL) return p;
     }
     return 0;
@@ -124,10 +145,11 @@ bool wait_for_lock(const LOCKTAG& tag, LOCKMODE mode, bool session, std::int64_t
 }
 
 // The permit to wait for in this round: the one granted longest ago.
-std::int32_t choose_permit(const Resource& r, std::int32_t n, std::int32_t round) {
+std::int32_t choose_permit(const PermitNames& pn, std::int32_t n, std::int32_t round) {
     auto* tokens = static_cast<std::int64_t*>(palloc(sizeof(std::int64_t) * n));
     for (std::int32_t p = 1; p <= n; ++p) {
-        const StateRow row = read_state(core::permit_key(r.key, p), r.data, r.len);
+        const std::uint64_t key = key_of(pn, p);
+        const StateRow row = read_state(key, pn.buf, name_of(pn, p));
         tokens[p - 1] = row.found ? row.token : 0;
     }
     const std::int32_t choice = core::permit_to_wait_for(tokens, n, round);
@@ -144,8 +166,8 @@ void take_marks(std::uint64_t base, std::int32_t n, bool session) {
     (void)LockAcquire(&held, ShareLock, session, false);
 }
 
-void give_back(std::uint64_t base, std::int32_t n, std::int32_t permit, bool session, LOCKMODE mode) {
-    const LOCKTAG ptag = resource_tag(core::permit_key(base, permit));
+void give_back(std::uint64_t base, std::int32_t n, std::uint64_t permit_key, bool session, LOCKMODE mode) {
+    const LOCKTAG ptag = resource_tag(permit_key);
     const LOCKTAG held = held_mark(base);
     const LOCKTAG count = count_mark(base, n);
     if (held_by_me(held, ShareLock)) LockRelease(&held, ShareLock, session);
@@ -174,13 +196,14 @@ bool count_disagrees(std::uint64_t base, std::int32_t n) {
 
 bool acquire_permit(const AcquireCall& c, std::int64_t* out) {
     const Resource& r = c.r;
-    const std::uint64_t base = r.key;
+    const PermitNames pn = permit_names(r);
+    const std::uint64_t base = key_of(pn, 1);
     const std::int32_t n = c.opts.permits;
     const LOCKMODE mode = c.session ? kSessionMode : kXactMode;
 
     // A permit of the resource this session holds already: nest on it.
-    const std::uint64_t own = held_key_of(base);
-    if (own != base) {
+    const std::uint64_t own = held_permit_key(base);
+    if (own != 0) {
         const core::GrantTraits t = *grant_book().find(own);
         if (t.permits != n) report_count_mismatch(r, n, t.permits);
         Resource pr = r;
@@ -188,7 +211,7 @@ bool acquire_permit(const AcquireCall& c, std::int64_t* out) {
         const LOCKTAG ptag = resource_tag(own);
         if (!c.reentrant && !regrant_in_statement(pr, ptag, c.session)) report_permit_held(r, t, c.session);
         const core::Hold* h = ledger().find(own);
-        const std::int64_t token = h != nullptr ? h->token : read_state(own, r.data, r.len).token;
+        const std::int64_t token = h != nullptr ? h->token : read_state(own, pn.buf, name_of(pn, t.permit)).token;
         const LOCKTAG ttag = token_tag(token);
         (void)LockAcquire(&ptag, mode, c.session, false);  // our own: at once
         (void)LockAcquire(&ttag, kTokenHoldMode, c.session, false);
@@ -221,6 +244,7 @@ bool acquire_permit(const AcquireCall& c, std::int64_t* out) {
 
     // Read in PG_CATCH after a longjmp: volatile.
     volatile std::int32_t got = 0;
+    volatile std::uint64_t got_key = 0;
     volatile std::int64_t token = 0;
     volatile bool busy = false;
     PG_TRY();
@@ -228,7 +252,7 @@ bool acquire_permit(const AcquireCall& c, std::int64_t* out) {
         // Alone at the head: the holders' count must be ours.
         if (count_disagrees(base, n)) report_count_mismatch(r, n, 0);
 
-        got = take_free_permit(base, n, mode, c.session);
+        got = take_free_permit(pn, n, mode, c.session);
         for (std::int32_t round = 0; got == 0; ++round) {
             if (c.try_only) {
                 busy = true;
@@ -238,26 +262,28 @@ bool acquire_permit(const AcquireCall& c, std::int64_t* out) {
             if (l == 0) report_lock_not_acquired(r, budget);
             std::int64_t slice = core::permit_round_ms(round);
             if (l > 0 && l < slice) slice = l;
-            const std::int32_t p = choose_permit(r, n, round);
-            if (wait_for_lock(resource_tag(core::permit_key(base, p)), mode, c.session, slice))
+            const std::int32_t p = choose_permit(pn, n, round);
+            if (wait_for_lock(resource_tag(key_of(pn, p)), mode, c.session, slice))
                 got = p;
             else
-                got = take_free_permit(base, n, mode, c.session);
+                got = take_free_permit(pn, n, mode, c.session);
             CHECK_FOR_INTERRUPTS();
         }
         if (got != 0) {
+            got_key = key_of(pn, got);
             take_marks(base, n, c.session);
             Resource pr = r;
-            pr.key = core::permit_key(base, got);
+            pr.key = got_key;
             // A new token only once every validate()-guarded transaction of
             // the permit's previous grants has ended.
             if (!drain_guard_of(pr, c.try_only ? 0 : (budget < 0 ? -1 : (left() > 0 ? left() : 1)))) {
                 if (!c.try_only) report_lock_not_acquired(r, 0);
                 busy = true;
-                give_back(base, n, got, c.session, mode);
+                give_back(base, n, got_key, c.session, mode);
                 got = 0;
             } else {
-                token = issue_token(pr.key, r.data, r.len, static_cast<std::int32_t>(c.lease_ms));
+                // (40001 when the key secret was replaced meanwhile.)
+                token = issue_token(got_key, pn.buf, name_of(pn, got), static_cast<std::int32_t>(c.lease_ms));
                 const LOCKTAG ttag = token_tag(token);
                 (void)LockAcquire(&ttag, kTokenHoldMode, c.session, false);
             }
@@ -271,7 +297,7 @@ bool acquire_permit(const AcquireCall& c, std::int64_t* out) {
                 const LOCKTAG ttag = token_tag(token);
                 if (held_by_me(ttag, kTokenHoldMode)) LockRelease(&ttag, kTokenHoldMode, true);
             }
-            give_back(base, n, got, true, mode);
+            give_back(base, n, got_key != 0 ? got_key : key_of(pn, got), true, mode);
         }
         PG_RE_THROW();
     }
@@ -284,13 +310,14 @@ bool acquire_permit(const AcquireCall& c, std::int64_t* out) {
     t.permits = n;
     t.base = base;
     t.delay_ms = c.opts.delay_ms;
-    record_hold(r, core::permit_key(base, got), token, c.session, c.lease_ms, t, true);
+    record_hold(r, got_key, token, c.session, c.lease_ms, t, true);
     *out = token;
     return true;
 }
 
 bool validate_permit(const Resource& r, std::int64_t token) {
-    const std::uint64_t base = r.key;
+    const PermitNames pn = permit_names(r);
+    const std::uint64_t base = key_of(pn, 1);
     // Cheap refusals first: no permit of the resource is held by anyone, or
     // no hold of that token exists at all.
     const LOCKTAG held = held_mark(base);
@@ -298,9 +325,14 @@ bool validate_permit(const Resource& r, std::int64_t token) {
     const LOCKTAG ttag = token_tag(token);
     if (!held_by_me(ttag, kTokenHoldMode) && !held_by_others(ttag, kTokenProbeMode)) return false;
     std::uint64_t key = 0;
+    std::int32_t permit = 0;
     for (std::int32_t p = 1; p <= core::kMaxPermits && key == 0; ++p) {
-        const StateRow row = read_state(core::permit_key(base, p), r.data, r.len);
-        if (row.found && row.token == token) key = core::permit_key(base, p);
+        const std::uint64_t k = key_of(pn, p);
+        const StateRow row = read_state(k, pn.buf, name_of(pn, p));
+        if (row.found && row.token == token) {
+            key = k;
+            permit = p;
+        }
     }
     if (key == 0) return false;
     // As validate() does for a resource: the permit's guard first, then the
@@ -309,7 +341,7 @@ bool validate_permit(const Resource& r, std::int64_t token) {
     const LOCKTAG gtag = guard_tag(key);
     const bool guard_new = !held_by_me(gtag, kGuardHoldMode);
     if (guard_new) (void)LockAcquire(&gtag, kGuardHoldMode, false, false);
-    const StateRow row = read_state(key, r.data, r.len);
+    const StateRow row = read_state(key, pn.buf, name_of(pn, permit));
     if (!row.found || row.token != token) return false;
     if (!held_by_me(ttag, kTokenHoldMode) && !held_by_others(ttag, kTokenProbeMode)) return false;
     if (guard_new && row.lease_ms > 0) {
@@ -318,5 +350,7 @@ bool validate_permit(const Resource& r, std::int64_t token) {
     }
     return true;
 }
+
+std::uint64_t permit_base_key(const Resource& r) { return key_of(permit_names(r), 1); }
 
 }  // namespace fencing::pg

@@ -3,13 +3,13 @@
 // waits for, the grant book, and a lost session's delay schedule.
 #include "core/lock_delay.hpp"
 #include "core/lock_options.hpp"
-#include "core/resource_key.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
 #include <set>
+#include <string>
 #include <vector>
 
 using namespace fencing::core;
@@ -54,40 +54,54 @@ TEST(LockOptions, SharedPermitsDoNotCombine) {
     EXPECT_EQ(check_options(opts(500, 0, true), false), OptionsStatus::ok);  // delay and shared do
 }
 
-// ---- permit keys ----------------------------------------------------------------
+// ---- permit names ----------------------------------------------------------------
 
-TEST(PermitKeys, DistinctFromEachOtherAndFromTheResource) {
-    for (std::uint64_t base : {UINT64_C(0), UINT64_C(0x3FF), UINT64_C(0xFFFFFFFFFFFFFFFF),
-                               resource_key("queue:7", 7)}) {
-        std::set<std::uint64_t> keys{base};
-        for (std::int32_t p = 1; p <= kMaxPermits; ++p) {
-            const std::uint64_t k = permit_key(base, p);
-            EXPECT_TRUE(keys.insert(k).second) << "permit " << p << " of " << base;
-            EXPECT_EQ(permit_of(k, base), p);
-            // Only the low bits differ: the high half of the lock tag is the resource's.
-            EXPECT_EQ(key_high(k), key_high(base));
-        }
-        EXPECT_EQ(permit_of(base, base), 0);
+namespace {
+std::string name_of(const std::string& base, std::int32_t p) {
+    std::vector<char> buf(base.size() + kPermitSuffixBytes);
+    const std::size_t n = permit_name(base.data(), base.size(), p, buf.data());
+    return std::string(buf.data(), n);
+}
+}  // namespace
+
+TEST(PermitNames, ResourceSeparatorNumber) {
+    // Frozen: the names are rows of fencing.fence_state, and fencing.locks
+    // reads the permit back from them.
+    EXPECT_EQ(name_of("queue:7", 1), std::string("queue:7\x1f" "1"));
+    EXPECT_EQ(name_of("queue:7", 42), std::string("queue:7\x1f" "42"));
+    EXPECT_EQ(name_of("q", 1000), std::string("q\x1f" "1000"));
+    EXPECT_EQ(name_of(std::string(1024, 'x'), 1000).size(), 1024u + kPermitSuffixBytes);
+}
+
+TEST(PermitNames, DistinctAndReadBack) {
+    std::set<std::string> names{"pool"};
+    for (std::int32_t p = 1; p <= kMaxPermits; ++p) {
+        const std::string n = name_of("pool", p);
+        EXPECT_TRUE(names.insert(n).second) << p;
+        std::size_t base_len = 0;
+        std::int32_t permit = 0;
+        ASSERT_TRUE(parse_permit_name(n.data(), n.size(), &base_len, &permit)) << p;
+        EXPECT_EQ(base_len, 4u);
+        EXPECT_EQ(permit, p);
     }
 }
 
-TEST(PermitKeys, PinnedValues) {
-    // Frozen: the keys name rows of fencing.fence_state and lock tags, and
-    // fencing.locks derives the permit with the same XOR.
-    const std::uint64_t base = resource_key("queue:7", 7);
-    EXPECT_EQ(permit_key(base, 1), base ^ 1);
-    EXPECT_EQ(permit_key(base, 1000), base ^ 1000);
+TEST(PermitNames, OtherNamesAreNoPermit) {
+    std::size_t base_len = 0;
+    std::int32_t permit = 0;
+    for (const std::string& n : {std::string("pool"), std::string("pool1"), std::string("pool\x1f"),
+                                 std::string("\x1f" "3"), std::string("pool\x1f" "0"), std::string("pool\x1f" "01"),
+                                 std::string("pool\x1f" "1001"), std::string("pool\x1f" "12345"),
+                                 std::string("pool\x1f" "3x")})
+        EXPECT_FALSE(parse_permit_name(n.data(), n.size(), &base_len, &permit)) << n;
+    // The last separator counts: a resource name may contain one itself.
+    const std::string nested = name_of(std::string("a\x1f" "b"), 7);
+    ASSERT_TRUE(parse_permit_name(nested.data(), nested.size(), &base_len, &permit));
+    EXPECT_EQ(base_len, 3u);
+    EXPECT_EQ(permit, 7);
 }
 
-TEST(PermitKeys, OtherKeysAreNoPermit) {
-    const std::uint64_t base = resource_key("a", 1);
-    const std::uint64_t other = resource_key("b", 1);
-    EXPECT_EQ(permit_of(other, base), 0);
-    EXPECT_EQ(permit_of(base ^ (kMaxPermits + 1), base), 0);
-    EXPECT_EQ(permit_of(base ^ (UINT64_C(1) << 40), base), 0);
-}
-
-TEST(PermitKeys, CountMarksDifferPerCount) {
+TEST(PermitMarks, CountMarksDifferPerCount) {
     std::set<std::uint32_t> marks;
     for (std::int32_t n = 1; n <= kMaxPermits; ++n) EXPECT_TRUE(marks.insert(count_mark_low(0xDEADBEEF, n)).second);
 }
@@ -179,13 +193,15 @@ TEST(GrantBook, FirstHoldReplacesStaleTraits) {
 
 TEST(GrantBook, PermitOfAResource) {
     GrantBook b;
-    const std::uint64_t base = resource_key("pool", 4);
+    const std::uint64_t base = 0x1234567890ABCDEFULL;  // the resource's first permit's key
+    const std::uint64_t third = 0x0FEDCBA987654321ULL;
     GrantTraits t;
     t.permit = 3;
     t.permits = 5;
     t.base = base;
-    b.note(permit_key(base, 3), t, true);
-    EXPECT_EQ(b.permit_key_of(base), permit_key(base, 3));
+    b.note(third, t, true);
+    EXPECT_EQ(b.permit_key_of(base), third);
+    EXPECT_EQ(b.permit_key_of(third), 0u);
     EXPECT_EQ(b.permit_key_of(base ^ 0x10000), 0u);
 }
 
