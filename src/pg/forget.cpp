@@ -118,7 +118,7 @@ std::int64_t forget(FunctionCallInfo fcinfo) {
             const std::int64_t key = DatumGetInt64(heap_getattr(tup, kAttKey, d, &isnull));
             if (isnull) continue;
             const LOCKTAG tag = resource_tag(static_cast<std::uint64_t>(key));
-            if (held_by_me(tag, kSessionMode) || held_by_me(tag, kXactMode)) continue;
+            if (held_by_me(tag, kSessionMode) || held_by_me(tag, kXactMode) || held_by_me(tag, kSharedMode)) continue;
             // Held or awaited by anyone (or no lock memory left): skip it.
             // Kept until the transaction ends, so that no acquisition can
             // record a grant in a row whose deletion is not yet committed.

@@ -8,6 +8,7 @@
 #include "pg/args.hpp"
 #include "pg/bridge.hpp"
 #include "pg/fence_state.hpp"
+#include "pg/lock_options.hpp"
 #include "pg/lock_tags.hpp"
 #include "pg/session.hpp"
 
@@ -137,7 +138,7 @@ bool drain_guard(const Resource& r, std::int64_t wait_ms) {
     return true;
 }
 
-bool holds_resource(const LOCKTAG& tag) { return held_by_me(tag, kSessionMode) || held_by_me(tag, kXactMode); }
+bool holds_resource(const LOCKTAG& tag) { return holds_any_mode(tag); }
 
 // Whether the lock this session holds on the resource's key is in fact held
 // for another resource whose name has the same key (a collision). The hold's
@@ -185,6 +186,11 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
         ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
                         errmsg("cannot acquire a fencing lock during recovery"),
                         errhint("Acquire fencing locks on the primary.")));
+    const core::LockOptions opts = lock_options_arg(fcinfo, try_only);
+    if (opts.permits > 0 || opts.shared) {
+        const AcquireCall call{r, session, try_only, wait_ms, lease_ms, reentrant, opts};
+        return opts.permits > 0 ? acquire_permit(call, out) : acquire_shared(call, out);
+    }
 
     const LOCKTAG rtag = resource_tag(r.key);
     const LOCKMODE mode = session ? kSessionMode : kXactMode;
@@ -194,6 +200,7 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
         if (try_only) return false;
         report_held_for_other_resource(r);
     }
+    if (was_held) refuse_upgrade_of_shared(r, rtag);
     if (was_held && !reentrant && !same_statement_regrant(r, rtag, session)) report_already_held(r, session);
     // Only a nested hold of this session's own grant, which keeps its token,
     // goes ahead in a transaction that validated a token of the resource.
@@ -275,6 +282,7 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
         ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
                         errmsg("out of memory recording the fencing lock on resource \"%.*s\"", r.len, r.data)));
     }
+    note_plain_grant(r.key, !was_held, opts.delay_ms);
     apply_leases();
     *out = token;
     return true;
@@ -282,6 +290,7 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
 
 // Releases one session hold of r. False when the session holds none.
 bool release_one(const Resource& r) {
+    if (const int done = release_with_options(r); done >= 0) return done > 0;
     const LOCKTAG rtag = resource_tag(r.key);
     if (!held_by_me(rtag, kSessionMode)) {
         // The lock manager is the truth (pg_advisory_unlock_all() and DISCARD
@@ -325,6 +334,14 @@ FENCING_FUNCTION(fencing_acquire) { return acquire_entry(fcinfo, true, false, "f
 FENCING_FUNCTION(fencing_try_acquire) { return acquire_entry(fcinfo, true, true, "fencing.try_acquire"); }
 FENCING_FUNCTION(fencing_acquire_xact) { return acquire_entry(fcinfo, false, false, "fencing.acquire_xact"); }
 FENCING_FUNCTION(fencing_try_acquire_xact) { return acquire_entry(fcinfo, false, true, "fencing.try_acquire_xact"); }
+// The symbols of 1.1's acquire family (sql/fencing--1.0--1.1.sql): the same
+// functions, under names a backend still running the 1.0 module lacks.
+FENCING_FUNCTION(fencing_acquire_with_options) { return acquire_entry(fcinfo, true, false, "fencing.acquire"); }
+FENCING_FUNCTION(fencing_try_acquire_with_options) { return acquire_entry(fcinfo, true, true, "fencing.try_acquire"); }
+FENCING_FUNCTION(fencing_acquire_xact_with_options) { return acquire_entry(fcinfo, false, false, "fencing.acquire_xact"); }
+FENCING_FUNCTION(fencing_try_acquire_xact_with_options) {
+    return acquire_entry(fcinfo, false, true, "fencing.try_acquire_xact");
+}
 
 FENCING_FUNCTION(fencing_release) {
     return guarded("fencing.release", [&]() -> Datum {
@@ -354,10 +371,12 @@ FENCING_FUNCTION(fencing_release_all) {
             const std::uint32_t count = holds[k].count;
             const LOCKTAG rtag = resource_tag(key);
             const LOCKTAG ttag = token_tag(holds[k].token);
+            const HoldModes m = hold_modes(key);
             bool any = false;
-            for (std::uint32_t i = 0; i < count && held_by_me(rtag, kSessionMode); ++i) {
-                if (held_by_me(ttag, kTokenHoldMode)) LockRelease(&ttag, kTokenHoldMode, true);
-                LockRelease(&rtag, kSessionMode, true);
+            for (std::uint32_t i = 0; i < count && held_by_me(rtag, m.session); ++i) {
+                if (held_by_me(ttag, m.token)) LockRelease(&ttag, m.token, true);
+                LockRelease(&rtag, m.session, true);
+                release_hold_extras(key, true);
                 (void)ledger().release_session(key);
                 any = true;
             }
@@ -393,10 +412,11 @@ FENCING_FUNCTION(fencing_validate) {
         const bool guard_new = !held_by_me(gtag, kGuardHoldMode);
         if (guard_new) (void)LockAcquire(&gtag, kGuardHoldMode, false, false);
         StateRow row = read_state(r.key, r.data, r.len);
+        if ((!row.found || row.token != token) && validate_permit(r, token)) PG_RETURN_INT64(token);
         if (!row.found || row.token != token) report_stale(r, token, row, "a newer lock was granted since");
         // The holder of the latest grant keeps a lock on its token: probe it.
         const LOCKTAG ttag = token_tag(token);
-        bool held = held_by_me(ttag, kTokenHoldMode);
+        bool held = held_by_me(ttag, kTokenHoldMode) || held_by_me(ttag, kTokenSharedMode);
         if (!held) {
             if (LockAcquire(&ttag, kTokenProbeMode, false, true) == LOCKACQUIRE_NOT_AVAIL)
                 held = true;
@@ -417,6 +437,7 @@ FENCING_FUNCTION(fencing_validate) {
 FENCING_FUNCTION(fencing_renew) {
     return guarded("fencing.renew", [&]() -> Datum {
         Resource r = resource_arg(fcinfo, 0);
+        r.key = held_key_of(r);  // a permit of the resource, when the session holds one
         const LOCKTAG rtag = resource_tag(r.key);
         if (!holds_resource(rtag)) {
             ledger().forget(r.key);
@@ -540,3 +561,22 @@ FENCING_FUNCTION(fencing_advance_past) {
         PG_RETURN_INT64(a.token);
     });
 }
+
+// What the acquisitions with options (pg/permits.cpp, pg/shared_holds.cpp)
+// share with the plain one.
+namespace fencing::pg {
+void lock_or_report(const Resource& r, const LOCKTAG& tag, LOCKMODE mode, bool session, std::int64_t wait_ms) {
+    lock_resource(r, tag, mode, session, wait_ms);
+}
+void report_lock_not_acquired(const Resource& r, std::int64_t wait_ms) { report_not_acquired(r, wait_ms); }
+bool drain_guard_of(const Resource& r, std::int64_t wait_ms) { return drain_guard(r, wait_ms); }
+void give_up_wait(const LOCKTAG& tag, LOCKMODE mode, bool session, bool held_before) {
+    abandon_wait(tag, mode, session, held_before);
+}
+bool regrant_in_statement(const Resource& r, const LOCKTAG& rtag, bool session) {
+    return same_statement_regrant(r, rtag, session);
+}
+void refuse_if_validated_here(const Resource& r) {
+    if (held_by_me(guard_tag(r.key), kGuardHoldMode)) report_guarded_here(r);
+}
+}  // namespace fencing::pg

@@ -119,7 +119,7 @@ core::LeaseSample sample_backend(std::uint32_t wait_event) {
 bool enforced_held(const Enforced& e) {
     if (e.guard) return held_by_me(guard_tag(e.key), kGuardHoldMode);
     const LOCKTAG tag = resource_tag(e.key);
-    return held_by_me(tag, kSessionMode) || held_by_me(tag, kXactMode);
+    return held_by_me(tag, kSessionMode) || held_by_me(tag, kXactMode) || held_by_me(tag, kSharedMode);
 }
 
 void lease_tick() {

@@ -150,6 +150,12 @@ d1m = med("D_disk", "fence_state", "resources=1000000", "bytes_per_resource")
 target("D", "fence state on disk per resource at 1,000,000 resources",
        "n/a" if d1m is None else f"{d1m:.1f} B", "<= 100 B", None if d1m is None else d1m <= 100)
 
+if values("E", "base_cycle", "", "ops_per_s"):
+    r = paired("E", "fence_cycle", "base_cycle", "", "ops_per_s")
+    c = paired("E", "base_cycle", "fence_cycle", "", "server_cpu_us")
+    target("E", "plain acquire+release cycle, options unused: this build vs the baseline build", with_cpu(r, c),
+           ">= 0.97x", None if r is None else r >= 0.97)
+
 # ------------------------------------------------------------------ machine --
 def cpu_model():
     try:
@@ -332,6 +338,34 @@ if a_fence or a_recipe or a_bare:
           f"{fx(paired('A', 'fence_cycle', v, '', 'server_cpu_us'))} |")
     w("\nServer CPU: on-CPU time of the clients' backends plus the WAL writer per cycle (from /proc/PID/schedstat); "
       "it moves much less with the machine's other load than throughput does.")
+    w("")
+
+if values("E", "fence_cycle", "", "ops_per_s"):
+    w("## E. Lock options: lock_delay, shared holds, permits\n")
+    w("2 clients, random resources out of 10,000 (fence state, and permit 1 of each, created beforehand), autocommit: "
+      "`acquire($1, <option>)`; `release($1)`. `baseline` is the plain cycle of the build of FENCING_BENCH_BASE, "
+      "installed as its own extension in a database of its own on the same cluster, in the same rounds.\n")
+    w("| variant | cycles/s | p50 µs | p99 µs | server CPU µs/cycle | variant / plain, throughput | variant / plain, server CPU |\n"
+      "|---|---:|---:|---:|---:|---:|---:|")
+    for v, lbl in (("fence_cycle", "plain: `acquire($1)`"), ("base_cycle", "baseline build: `acquire($1)`"),
+                   ("delay_cycle", "`acquire($1, lock_delay => '5 s')`"), ("shared_cycle", "`acquire($1, shared => true)`"),
+                   ("permit_cycle", "`acquire($1, permits => 4)`")):
+        if not values("E", v, "", "ops_per_s"):
+            continue
+        w(f"| {lbl} | {fmt(med('E', v, '', 'ops_per_s'))} | {fmt(med('E', v, '', 'p50_us'))} | {fmt(med('E', v, '', 'p99_us'))} | "
+          f"{fmt(med('E', v, '', 'server_cpu_us'), 1)} | {fx(paired('E', v, 'fence_cycle', '', 'ops_per_s'))} | "
+          f"{fx(paired('E', v, 'fence_cycle', '', 'server_cpu_us'))} |")
+    w("")
+if params("E_contention"):
+    w("One resource, 8 clients, each looping acquire; release (`hot_fencing` exclusive, `hot_shared` shared: nobody "
+      "waits, `hot_permits` 4 permits). Fairness = longest acquire wait / mean acquire wait.\n")
+    w("| clients | variant | cycles/s | p50 wait µs | p99 wait µs | fairness | per-client spread |\n|---:|---|---:|---:|---:|---:|---:|")
+    for p in params("E_contention"):
+        for v in ("hot_fencing", "hot_shared", "hot_permits"):
+            mn, mx = med("E_contention", v, p, "client_min_ops"), med("E_contention", v, p, "client_max_ops")
+            spread = "n/a" if mn is None or mx is None else f"{fmt(mn)} / {fmt(mx)}"
+            w(f"| {param_value(p)} | {v} | {fmt(med('E_contention', v, p, 'ops_per_s'))} | {fmt(med('E_contention', v, p, 'p50_us'))} | "
+              f"{fmt(med('E_contention', v, p, 'p99_us'))} | {fmt(med('E_contention', v, p, 'fairness'), 1)} | {spread} |")
     w("")
 
 if params("C"):

@@ -15,6 +15,11 @@
 #
 # `quick` shortens every step (smaller tables, fewer and shorter rounds) for a
 # smoke run of about two minutes. See tests/bench/README.md.
+#
+# FENCING_BENCH_BASE=<git ref> also builds that commit of this repository as an
+# extension of its own (fencing_base, in a database of its own on the same
+# cluster) and runs its acquire/release cycle in suite E's rounds: what the
+# plain cycle costs now against then, in the same run.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -50,6 +55,7 @@ work=""
 port=""
 redis_pid=""
 report_done=0
+base_src=""
 
 # ---- profile ---------------------------------------------------------------
 if [ "$profile" = full ]; then
@@ -107,6 +113,9 @@ make_report() {
 cleanup() {
   local rc=$?
   trap - EXIT TERM INT
+  if [ -n "$base_src" ] && [ -d "$base_src" ]; then
+    make -C "$base_src" -s uninstall PG_CONFIG="$PGBIN/pg_config" >/dev/null 2>&1 || true
+  fi
   if [ -n "$redis_pid" ]; then kill "$redis_pid" 2>/dev/null || true; fi
   if [ -n "$work" ] && [ -d "$work" ]; then
     as_user bash "$FENCING_ROOT/tests/scripts/cluster.sh" stop "$work" || true
@@ -132,6 +141,27 @@ log "building tests/bench/fencebench"
 g++ -O2 -std=c++17 -Wall -Wextra -pthread -I"$("$PGBIN/pg_config" --includedir)" \
   -o "$FB" "$BENCH_DIR/fencebench.cpp" -lpq -lhiredis
 chmod 755 "$FB"
+
+# The baseline build of suite E (FENCING_BENCH_BASE): the extension and module
+# renamed fencing_base, so that both install side by side; each database loads
+# only its own.
+if [ -n "${FENCING_BENCH_BASE:-}" ]; then
+  base_src="$work/base_src"
+  mkdir -p "$base_src"
+  log "building the baseline $FENCING_BENCH_BASE as extension fencing_base"
+  git -C "$FENCING_ROOT" archive "$FENCING_BENCH_BASE" | tar -x -C "$base_src"
+  (
+    cd "$base_src"
+    sed -i -e 's/^EXTENSION *=.*/EXTENSION = fencing_base/' -e 's/^MODULE_big *=.*/MODULE_big = fencing_base/' \
+      -e 's|sql/fencing--|sql/fencing_base--|g' -e 's/^DOCS *=.*/DOCS =/' Makefile
+    sed "s|\$libdir/fencing'|\$libdir/fencing_base'|" fencing.control > fencing_base.control
+    rm fencing.control
+    # Copies (the build's own checks read the originals).
+    for f in sql/fencing--*.sql; do cp "$f" "sql/fencing_base--${f#sql/fencing--}"; done
+  )
+  make -C "$base_src" -s PG_CONFIG="$PGBIN/pg_config" >/dev/null
+  make -C "$base_src" -s install PG_CONFIG="$PGBIN/pg_config" >/dev/null
+fi
 
 # ---- cluster and redis -----------------------------------------------------
 port="$(free_port)"
@@ -206,6 +236,13 @@ DO $$ BEGIN
     COMMIT;
   END LOOP;
 END $$;
+-- Permit 1 of each resource, and the permits of 'hot', exist beforehand too (suite E).
+DO $$ BEGIN
+  FOR b IN 0..9 LOOP
+    PERFORM fencing.acquire_xact('r' || g, permits => 4) FROM generate_series(b * 1000 + 1, b * 1000 + 1000) g;
+    COMMIT;
+  END LOOP;
+END $$;
 CREATE TABLE items_a (id int PRIMARY KEY, fence_token bigint NOT NULL DEFAULT 0, v bigint NOT NULL DEFAULT 0);
 CREATE TABLE items_b (LIKE items_a INCLUDING ALL);
 CREATE TABLE items_c (LIKE items_a INCLUDING ALL);
@@ -229,6 +266,36 @@ log "A: acquire-and-release cycles, 2 clients, 10,000 resources ($CYCLE_ROUNDS r
 for r in $(seq 1 "$CYCLE_ROUNDS"); do
   for v in $(order "$r" fence_cycle recipe_cycle bare_cycle); do
     fb A "" "$r" "$v" --conninfo "$(conn bench)" --clients 2 --resources 10000 --seconds "$CYCLE_SECS"
+  done
+done
+
+# ======================================================================== E ==
+# The lock options of 1.1: what the plain cycle costs (against the baseline
+# build when FENCING_BENCH_BASE is set), and what each option adds when used.
+e_variants="fence_cycle delay_cycle shared_cycle permit_cycle"
+if [ -n "$base_src" ]; then
+  q postgres -c "CREATE DATABASE bench_base"
+  q bench_base -c "CREATE EXTENSION fencing_base" -c "DO \$\$ BEGIN
+      FOR b IN 0..9 LOOP
+        PERFORM fencing.acquire_xact('r' || g) FROM generate_series(b * 1000 + 1, b * 1000 + 1000) g;
+        COMMIT;
+      END LOOP; END \$\$" -c "VACUUM ANALYZE"
+  e_variants="$e_variants base_cycle"
+fi
+log "E: lock options: cycles with and without them, 2 clients, 10,000 resources ($CYCLE_ROUNDS rounds x ${CYCLE_SECS}s)"
+for r in $(seq 1 "$CYCLE_ROUNDS"); do
+  for v in $(order "$r" $e_variants); do
+    if [ "$v" = base_cycle ]; then
+      FB_LABEL=base_cycle fb E "" "$r" fence_cycle --conninfo "$(conn bench_base)" --clients 2 --resources 10000 --seconds "$CYCLE_SECS"
+    else
+      fb E "" "$r" "$v" --conninfo "$(conn bench)" --clients 2 --resources 10000 --seconds "$CYCLE_SECS"
+    fi
+  done
+done
+log "E: one resource, 8 clients: exclusive, shared, 4 permits"
+for r in 1 2; do
+  for v in $(order "$r" hot_fencing hot_shared hot_permits); do
+    fb E_contention "clients=8" "$r" "$v" --conninfo "$(conn bench)" --clients 8 --seconds "$CONT_SECS"
   done
 done
 
