@@ -45,6 +45,11 @@ SELECT count(fencing.set_notify('t30:many:' || g, false)) AS disabled FROM gener
 SELECT fencing.set_notify(NULL, false);
 SELECT count(*) AS settings FROM fencing.notify_settings;
 
+-- Not in a read-only transaction.
+BEGIN READ ONLY;
+SELECT fencing.set_notify('t30:read-only');
+ROLLBACK;
+
 -- A change is transactional.
 BEGIN;
 SELECT fencing.set_notify('t30:rolled-back');

@@ -19,7 +19,7 @@ use lib $FindBin::Bin;
 use FencingTAP qw(psql_sqlstate);
 
 my $node = PostgreSQL::Test::Cluster->new('notify');
-$node->init;
+$node->init(allows_streaming => 1);    # max_wal_senders > 0: synchronous replication can be asked for
 $node->append_conf('postgresql.conf', "log_min_messages = warning\nmax_prepared_transactions = 2\n");
 $node->start;
 $node->safe_psql('postgres', q{
@@ -234,6 +234,56 @@ is((psql_sqlstate($node, 'postgres', "SET ROLE app; SELECT fencing.set_notify('n
 	'GRANT EXECUTE lets it');
 is($node->safe_psql('postgres', "SELECT string_agg(coalesce(resource, '(all)'), ',' ORDER BY resource) FROM fencing.notify_settings"),
 	"n:\"q\\u\tote\x{1},n:app,n:many,n:x-open", 'fencing.notify_settings lists the enabled resources');
+
+# ---- an ending session never waits for long: a synchronous standby that is not there ---------
+
+# Tokens are issued before the standby is configured (acquisition waits for
+# it). Then: the ending session's own commit does not wait for the missing
+# standby; and when another commit holds the notification queue (it waits for
+# the standby after its NOTIFY), the ending session gives up on its lost
+# within about a second, and its locks are freed.
+$node->safe_psql('postgres',
+	"SELECT fencing.set_notify('n:sync'), fencing.set_notify('n:sync2'); CREATE TABLE blocker_t (a int)");
+my $h1 = session();
+my $th1 = $h1->query_safe("SELECT fencing.acquire('n:sync')");
+my ($h1_pid) = $h1->query_safe('SELECT pg_backend_pid()');
+my $h2 = session();
+my $th2 = $h2->query_safe("SELECT fencing.acquire('n:sync2')");
+my ($h2_pid) = $h2->query_safe('SELECT pg_backend_pid()');
+is(summary(events_until(2)), "granted n:sync $th1, granted n:sync2 $th2", 'two holders');
+$node->append_conf('postgresql.conf', "synchronous_standby_names = 'nobody'\n");
+$node->reload;
+sleep 0.5;
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($h1_pid)");
+ok(gone($h1_pid), 'with a synchronous standby configured but absent, a holder ends');
+is(summary(events_until(1)), "lost n:sync $th1", 'its lost is sent: its commit does not wait for the standby');
+my $blocker = session();
+$blocker->query_safe('SET synchronous_commit = on');
+my ($blocker_pid) = $blocker->query_safe('SELECT pg_backend_pid()');
+$blocker->{stdin} .= "BEGIN; NOTIFY other_channel; INSERT INTO blocker_t VALUES (1); COMMIT;\n";
+$blocker->{run}->pump_nb;
+my $waiting = '';
+for (1 .. 100)
+{
+	$waiting = $node->safe_psql('postgres', "SELECT wait_event FROM pg_stat_activity WHERE pid = $blocker_pid");
+	last if $waiting eq 'SyncRep';
+	sleep 0.05;
+}
+is($waiting, 'SyncRep', 'another commit holds the notification queue, waiting for the standby');
+my $t_kill = time;
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($h2_pid)");
+ok(gone($h2_pid), 'a holder ends meanwhile');
+my $took = time - $t_kill;
+cmp_ok($took, '>=', 0.9, sprintf('it tried to send its lost for a second (%.1f s)', $took));
+cmp_ok($took, '<', 5, 'and no longer: it does not wait for the queue');
+is($node->safe_psql('postgres', "SELECT count(*) FROM fencing.locks WHERE resource = 'n:sync2'"), '0', 'its lock is free');
+$node->safe_psql('postgres', "SELECT pg_cancel_backend($blocker_pid)");
+$node->adjust_conf('postgresql.conf', 'synchronous_standby_names', undef);
+$node->reload;
+sleep 0.5;
+my @late = grep { $_->{event} eq 'lost' } events_until(1, 3);
+is(scalar(@late), 0, 'and its lost was given up, not sent late');
+finish($_) for ($h1, $h2, $blocker);
 
 finish($_) for ($s, $listener);
 $node->stop;

@@ -95,6 +95,22 @@ like($payloads[0] // '', qr/^\{"resource":"u:s","event":"granted","token":$t2,/,
 $holder->query_safe('SELECT fencing.release_all()');
 $_->quit for ($holder, $xact, $guard, $listener);
 
+# The settings are part of pg_dump's output, and a restored database notifies.
+$node->safe_psql('postgres', 'SELECT fencing.set_notify(NULL)');
+my $dump = $node->basedir . '/upgraded.dump';
+$node->command_ok([ 'pg_dump', '-d', $node->connstr('postgres'), '-F', 'c', '-f', $dump ], 'pg_dump of the updated database');
+$node->safe_psql('postgres', 'CREATE DATABASE restored');
+$node->command_ok([ 'pg_restore', '--exit-on-error', '-d', $node->connstr('restored'), $dump ], 'pg_restore');
+is($node->safe_psql('restored', q{SELECT string_agg(coalesce(resource, '(all)'), ',' ORDER BY resource NULLS FIRST)
+  FROM fencing.notify_settings}), '(all),u:s', 'the notification settings are restored');
+my $rl = $node->background_psql('restored', on_error_stop => 0);
+$rl->query_safe('LISTEN fencing');
+my $tr = $node->safe_psql('restored', "SELECT fencing.acquire_xact('u:restored')");
+($got) = $rl->query('SELECT 1');
+like($got, qr/"resource":"u:restored","event":"granted","token":$tr,/, 'and the restored database notifies');
+$rl->quit;
+$node->safe_psql('postgres', 'SELECT fencing.set_notify(NULL, false)');
+
 # ---- updated = created at 1.1 -------------------------------------------------------------
 
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
