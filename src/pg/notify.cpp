@@ -3,7 +3,8 @@
 //
 // Settings. Each session keeps the keys of the enabled resources (or "all"),
 // read from fencing.notify_settings when first needed and again after an
-// invalidation of that table, which set_notify (and the table's statement
+// invalidation of that table (or of fencing.key_secret: a new secret gives
+// every name a new key), which set_notify (and the table's statement
 // trigger, for rows written by SQL) sends at commit: a session sees a change
 // at its next transaction. Without the table (a database still at 1.0) or
 // with nothing enabled, a grant costs a test of a flag.
@@ -31,11 +32,11 @@
 
 #include "pg/args.hpp"
 #include "pg/bridge.hpp"
+#include "pg/key_secret.hpp"
 #include "pg/lock_tags.hpp"
 #include "pg/stats.hpp"
 
 #include "core/announcements.hpp"
-#include "core/resource_key.hpp"
 
 extern "C" {
 #include "catalog/pg_database.h"
@@ -55,6 +56,7 @@ constexpr int kMaxResources = 1000;
 core::NotifyKeys keys;
 bool keys_valid = false;
 Oid settings_relid = InvalidOid;
+Oid secret_relid = InvalidOid;  // a new resource key secret gives every name a new key
 bool relcache_callback_registered = false;
 
 core::Announcements grants;
@@ -63,7 +65,8 @@ bool xact_callbacks_registered = false;
 
 void invalidate(Datum, Oid relid) {
     // Without the table, any relation may be it once created (ALTER EXTENSION UPDATE).
-    if (relid == InvalidOid || !OidIsValid(settings_relid) || relid == settings_relid) keys_valid = false;
+    if (relid == InvalidOid || !OidIsValid(settings_relid) || relid == settings_relid || relid == secret_relid)
+        keys_valid = false;
 }
 
 Oid find_settings_table() {
@@ -90,6 +93,8 @@ void load_keys() {
     }
     keys_valid = true;  // an invalidation arriving while reading makes it false again
     settings_relid = find_settings_table();
+    const Oid nsp = get_namespace_oid("fencing", true);
+    secret_relid = OidIsValid(nsp) ? get_relname_relid("key_secret", nsp) : InvalidOid;
     std::uint64_t* found = nullptr;
     std::size_t n = 0;
     bool all = false;
@@ -107,7 +112,7 @@ void load_keys() {
                 all = true;
             } else if (n < static_cast<std::size_t>(kMaxResources)) {  // rows past the bound (SQL) are ignored
                 text* t = DatumGetTextPP(v);
-                found[n++] = core::resource_key(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+                found[n++] = resource_key_of(VARDATA_ANY(t), static_cast<int>(VARSIZE_ANY_EXHDR(t)));
             }
         }
         systable_endscan(scan);
@@ -254,7 +259,7 @@ void released(std::uint64_t key) {
 }
 
 void event(const char* resource, int len, core::LockEvent ev, std::int64_t token) {
-    if (!enabled_for(core::resource_key(resource, static_cast<std::size_t>(len)))) return;
+    if (!enabled_for(resource_key_of(resource, len))) return;
     queue(resource, static_cast<std::size_t>(len), ev, token);
 }
 

@@ -232,6 +232,15 @@ is((psql_sqlstate($node, 'postgres', "SET ROLE app; SELECT fencing.set_notify('n
 $node->safe_psql('postgres', 'GRANT EXECUTE ON FUNCTION fencing.set_notify(text, boolean) TO app');
 is((psql_sqlstate($node, 'postgres', "SET ROLE app; SELECT fencing.set_notify('n:app')"))[0], '',
 	'GRANT EXECUTE lets it');
+# A new resource key secret gives every name a new key: a connected session
+# sees the settings under the new keys.
+my $tapp = $s->query_safe("SELECT fencing.acquire('n:app'); SELECT fencing.release('n:app')");
+is(scalar(events_until(2)), 2, 'n:app notifies');
+$node->safe_psql('postgres', 'INSERT INTO fencing.key_secret DEFAULT VALUES');
+$tapp = (split /\n/, $s->query_safe("SELECT fencing.acquire('n:app'); SELECT fencing.release('n:app')"))[0];
+is(summary(events_until(2)), "granted n:app $tapp, released n:app $tapp",
+	'after a new resource key secret, still (a session connected before)');
+
 is($node->safe_psql('postgres', "SELECT string_agg(coalesce(resource, '(all)'), ',' ORDER BY resource) FROM fencing.notify_settings"),
 	"n:\"q\\u\tote\x{1},n:app,n:many,n:x-open", 'fencing.notify_settings lists the enabled resources');
 
