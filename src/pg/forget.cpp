@@ -15,6 +15,7 @@
 // waited for the lock released after that commit), so a durable new row
 // implies a durable deletion of the old one.
 #include "pg/bridge.hpp"
+#include "pg/events.hpp"
 #include "pg/lock_tags.hpp"
 
 extern "C" {
@@ -134,6 +135,7 @@ std::int64_t forget(FunctionCallInfo fcinfo) {
     for (int i = 0; i < n; ++i) forgotten += delete_idle_rows(rel, index, cand[i].key, cutoff);
     table_close(rel, RowExclusiveLock);
     pfree(cand);
+    events::forgotten(forgotten);
     return forgotten;
 }
 

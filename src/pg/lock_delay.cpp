@@ -44,6 +44,7 @@ extern "C" {
 }
 
 #include "core/lock_delay.hpp"
+#include "pg/events.hpp"
 #include "pg/lock_tags.hpp"
 
 namespace fencing::pg {
@@ -113,15 +114,23 @@ void release_the_rest(const Kept* kept, std::size_t n) {
     }
 }
 
-void lost_session(int code, Datum arg) {
-    if (grant_book().empty()) return;
-    core::GrantBook::Delayed delayed[kMaxDelayed];
+// What lock_delay_keep() found and kept, for lock_delay_wait().
+core::GrantBook::Delayed delayed[kMaxDelayed];
+core::DelayEntry entries[kMaxDelayed];
+std::size_t m = 0;
+Kept kept[kMaxDelayed * kPerGrant];
+std::size_t k = 0;
+
+}  // namespace
+
+// 1. The grants with a delay still held: their locks kept at session level.
+bool lock_delay_keep() {
+    m = 0;
+    k = 0;
+    if (!armed || grant_book().empty()) return false;
     const std::size_t candidates = grant_book().copy_delayed(delayed, kMaxDelayed);
 
-    // 1. The grants with a delay still held.
-    core::DelayEntry entries[kMaxDelayed];
     std::int64_t delays[kMaxDelayed];
-    std::size_t m = 0;
     for (std::size_t i = 0; i < candidates; ++i) {
         const LOCKTAG rtag = resource_tag(delayed[i].key);
         if (!held_by_me(rtag, kSessionMode) && !held_by_me(rtag, kXactMode) && !held_by_me(rtag, kSharedMode))
@@ -129,13 +138,8 @@ void lost_session(int code, Datum arg) {
         entries[m] = core::DelayEntry{delayed[i].key, 0, false};
         delays[m++] = delayed[i].traits.delay_ms;
     }
-    if (m == 0) return;
-    const TimestampTz ended = GetCurrentTimestamp();  // for fencing.locks
-    const std::int64_t ended_mono = monotonic_us();   // for the waiting
-    core::plan_delays(entries, delays, m, ended_mono);
-
-    static Kept kept[kMaxDelayed * kPerGrant];
-    std::size_t k = 0;
+    if (m == 0) return false;
+    core::plan_delays(entries, delays, m, monotonic_us());
     for (std::size_t g = 0; g < m; ++g) {
         const std::uint64_t key = entries[g].key;
         const LOCKTAG rtag = resource_tag(key);
@@ -155,6 +159,17 @@ void lost_session(int code, Datum arg) {
         if (t.shared)
             keep(kept, &k, option_tag(kSharedXactTagKind, core::key_high(key), core::key_low(key)), AccessShareLock, g);
     }
+
+    return true;
+}
+
+// 2. to 4.: everything else goes, then the kept locks wait out their delays.
+void lock_delay_wait() {
+    if (m == 0) return;
+    // The delays were planned on the monotonic clock when the locks were
+    // kept; fencing.locks shows their ends on the wall clock.
+    const TimestampTz ended = GetCurrentTimestamp();
+    const std::int64_t ended_mono = monotonic_us();
 
     // 2. Everything else of the session goes now.
     AbortOutOfAnyTransaction();
@@ -201,13 +216,14 @@ void lost_session(int code, Datum arg) {
     // Whatever is left (ended early) is released by PostgreSQL's own exit.
     for (std::size_t g = 0; g < m; ++g)
         if (!entries[g].done) on_lost_grant_delay(entries[g].key, false);
+    m = 0;
 }
-
-}  // namespace
 
 void arm_lock_delay() {
     if (armed) return;
-    before_shmem_exit(lost_session, (Datum)0);
+    // One exit callback for the session's end (pg/events.cpp): it keeps the
+    // delayed locks, announces what the session lost, then waits here.
+    events::ensure_exit_callback();
     armed = true;
 }
 

@@ -2,6 +2,8 @@
 // and extra locks of holds with options, release of shared holds and permits.
 #include "pg/lock_options.hpp"
 
+#include "pg/events.hpp"
+
 #include "pg/bridge.hpp"
 #include "pg/lock_tags.hpp"
 #include "pg/session.hpp"
@@ -163,8 +165,10 @@ int release_with_options(const Resource& r) {
     release_hold_extras(key, true);
     (void)ledger().release_session(key);
     if (!holds_any_mode(ktag)) {
+        const std::int64_t token = h->token;
         ledger().forget(key);
         the_book.forget(key);
+        events::grant_ended(key, token);
     }
     return 1;
 }
@@ -197,7 +201,9 @@ void record_hold(const Resource& r, std::uint64_t key, std::int64_t token, bool 
     }
     if (traits.delay_ms > 0) arm_lock_delay();
     apply_leases();
-    on_grant_with_options(key, token, traits, first);
+    // A permit or a shared hold is announced under its resource's name (a
+    // permit with its own token); a nested hold is no new grant.
+    if (first) events::grant_started(key, r.data, r.len, token, session);
 }
 
 }  // namespace fencing::pg

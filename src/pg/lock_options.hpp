@@ -103,14 +103,15 @@ void refuse_if_validated_here(const Resource& r);
 // pg/lock_delay.cpp: keeps the locks of grants taken with a lock-delay after
 // their session ends, each for its delay (registered at the first such grant).
 void arm_lock_delay();
+// The session's exit (pg/events.cpp's callback, before PostgreSQL's own):
+// lock_delay_keep() keeps the locks of the grants with a delay that are still
+// held (true when there are any); lock_delay_wait() then releases everything
+// else of the session and waits until each kept lock's delay has passed.
+bool lock_delay_keep();
+void lock_delay_wait();
 
-// Hook points for observers of grants (notifications, statistics); empty
-// here. on_grant_with_options: a grant with options (a shared hold, a permit,
-// a lock-delay) began or nested (record_hold). on_lost_grant_delay: a lost
-// grant's lock-delay begins (begins) or is over, in the ended session's
-// backend as it exits, outside any transaction (pg/lock_delay.cpp).
-inline void on_grant_with_options(std::uint64_t /*key*/, std::int64_t /*token*/, const core::GrantTraits& /*traits*/,
-                                  bool /*first*/) {}
-inline void on_lost_grant_delay(std::uint64_t /*key*/, bool /*begins*/) {}
+// pg/lock_delay.cpp calls this for each lost grant whose lock-delay is over,
+// in the ended session's backend as it exits, outside any transaction.
+void on_lost_grant_delay(std::uint64_t key, bool begins);
 
 }  // namespace fencing::pg

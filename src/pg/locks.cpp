@@ -7,6 +7,7 @@
 // transaction ends, however it ends.
 #include "pg/args.hpp"
 #include "pg/bridge.hpp"
+#include "pg/events.hpp"
 #include "pg/fence_state.hpp"
 #include "pg/lock_options.hpp"
 #include "pg/lock_tags.hpp"
@@ -209,11 +210,14 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
 
     if (try_only) {
         if (LockAcquire(&rtag, mode, session, true) == LOCKACQUIRE_NOT_AVAIL) return false;
-    } else {
+    } else if (!events::counting_waits()) {
         lock_resource(r, rtag, mode, session, wait_ms);
+    } else if (LockAcquire(&rtag, mode, session, true) == LOCKACQUIRE_NOT_AVAIL) {
+        events::counted_wait([&] { lock_resource(r, rtag, mode, session, wait_ms); });
     }
 
     std::int64_t token = 0;
+    bool fresh = false;
     bool guarded_busy = false;
     PG_TRY();
     {
@@ -235,12 +239,14 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
                 left = wait_ms - (static_cast<std::int64_t>(secs) * 1000 + usecs / 1000);
                 if (left < 1) left = 1;
             }
-            if (drain_guard(r, left))
+            if (drain_guard(r, left)) {
                 token = issue_token(r.key, r.data, r.len, static_cast<std::int32_t>(lease_ms));
-            else if (try_only)
+                fresh = true;
+            } else if (try_only) {
                 guarded_busy = true;
-            else
+            } else {
                 report_not_acquired(r, 0);  // wait => 0: the lock is not free yet
+            }
         }
         if (guarded_busy) {
             LockRelease(&rtag, mode, session);
@@ -284,6 +290,7 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
     }
     note_plain_grant(r.key, !was_held, opts.delay_ms);
     apply_leases();
+    if (fresh) events::grant_started(r.key, r.data, r.len, token, session);
     *out = token;
     return true;
 }
@@ -299,11 +306,15 @@ bool release_one(const Resource& r) {
             ledger().forget(r.key);
         return false;
     }
-    const LOCKTAG ttag = token_tag(token_of_own_hold(r));
+    const std::int64_t token = token_of_own_hold(r);
+    const LOCKTAG ttag = token_tag(token);
     if (held_by_me(ttag, kTokenHoldMode)) LockRelease(&ttag, kTokenHoldMode, true);
     LockRelease(&rtag, kSessionMode, true);
     if (!ledger().release_session(r.key) && !holds_resource(rtag)) ledger().forget(r.key);
-    if (!holds_resource(rtag)) ledger().forget(r.key);
+    if (!holds_resource(rtag)) {
+        ledger().forget(r.key);
+        events::grant_ended(r.key, token);
+    }
     return true;
 }
 
@@ -380,7 +391,10 @@ FENCING_FUNCTION(fencing_release_all) {
                 (void)ledger().release_session(key);
                 any = true;
             }
-            if (!holds_resource(rtag)) ledger().forget(key);
+            if (!holds_resource(rtag)) {
+                ledger().forget(key);
+                if (any) events::grant_ended(key, holds[k].token);
+            }
             if (any) ++released;
         }
         apply_leases();

@@ -18,6 +18,7 @@ extern "C" {
 }
 
 #include "core/lease_clock.hpp"
+#include "pg/events.hpp"
 #include "pg/lock_tags.hpp"
 
 namespace fencing::pg {
@@ -272,6 +273,7 @@ void name_lease_expiry(ErrorData* edata) {
 }  // namespace
 
 core::HoldLedger& ledger() noexcept { return the_ledger; }
+std::int64_t lease_ending_ms() noexcept { return ended_lease_ms; }
 core::HoldLedger& guard_ledger() noexcept { return the_guards; }
 
 void apply_leases() noexcept {
@@ -295,6 +297,7 @@ void apply_leases() noexcept {
         if (!timer_registered) {
             timer_id = RegisterTimeout(USER_TIMEOUT, lease_tick);
             timer_registered = true;
+            events::leases_enforced();
         }
         if (timer_period_ms == 0) lease_clock.reset();
         enable_timeout_every(timer_id, TimestampTzPlusMilliseconds(GetCurrentTimestamp(), period),
