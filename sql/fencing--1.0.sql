@@ -526,6 +526,22 @@ GRANT SELECT ON fencing.protected TO PUBLIC;
 CREATE TRIGGER fence_state_loaded AFTER INSERT ON fencing.fence_state
     REFERENCING NEW TABLE AS loaded_rows FOR EACH STATEMENT EXECUTE FUNCTION fencing.fence_state_loaded();
 
+-- A resource's first grant writes its row (frozen: it stays even if the
+-- transaction aborts) and then the row's index entry, two WAL records. A
+-- crash between them leaves a row that the index does not reach; the next
+-- grant writes a second row, which the index does reach. Grants and lookups
+-- never see the first again, but pg_dump does. So that such a dump restores,
+-- a row loaded for a resource that already has one replaces it when its
+-- token is newer, and is dropped otherwise (src/pg/resource_rows.cpp; the
+-- module removes the replaced row, as a restore by the database's owner may
+-- insert, not delete). The replacing row is checked against the clock bound
+-- by fence_state_loaded like every loaded row.
+CREATE FUNCTION fencing.fence_state_merge() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'fencing_fence_state_merge' LANGUAGE C;
+REVOKE ALL ON FUNCTION fencing.fence_state_merge() FROM PUBLIC;
+CREATE TRIGGER fence_state_merge BEFORE INSERT ON fencing.fence_state
+    FOR EACH ROW EXECUTE FUNCTION fencing.fence_state_merge();
+
 -------------------------------------------------------------------------------
 -- Coverage: DDL that adds a table to, or removes one from, what a protected
 -- table's writes reach keeps every such table checked (src/pg/coverage.cpp).

@@ -1,8 +1,12 @@
 #include "pg/resource_rows.hpp"
 
+#include "pg/bridge.hpp"
+#include "pg/catalog_ids.hpp"
+
 extern "C" {
 #include "catalog/index.h"
 #include "catalog/pg_collation.h"
+#include "commands/trigger.h"
 #include "utils/fmgroids.h"
 }
 
@@ -155,3 +159,63 @@ void insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource
 }
 
 }  // namespace fencing::pg
+
+using namespace fencing;
+using namespace fencing::pg;
+
+// fencing.fence_state_merge(): BEFORE INSERT ROW trigger of fencing.fence_state.
+// A resource's first grant writes its row (frozen) and then the row's index
+// entry, two WAL records; a crash between them leaves a row the index does
+// not reach, and the next grant writes a second one. pg_dump sees both. So
+// that such a dump restores, a loaded row of a resource that already has one
+// (found through the index, rows loaded earlier by the same statement
+// included) replaces it when its token is newer, and is dropped otherwise.
+// The replaced row is removed by the module, as it writes the fence state
+// without SQL: a restore by the database's owner may insert, not delete.
+// The replacing row is checked by fence_state_loaded like every loaded row.
+FENCING_FUNCTION(fencing_fence_state_merge) {
+    return guarded("fencing.fence_state_merge", [&]() -> Datum {
+        const FenceOids& o = fence_oids();
+        if (!CALLED_AS_TRIGGER(fcinfo))
+            ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                            errmsg("fencing.fence_state_merge must be called as a trigger")));
+        TriggerData* td = reinterpret_cast<TriggerData*>(fcinfo->context);
+        if (!TRIGGER_FIRED_BEFORE(td->tg_event) || !TRIGGER_FIRED_FOR_ROW(td->tg_event) ||
+            !TRIGGER_FIRED_BY_INSERT(td->tg_event) || RelationGetRelid(td->tg_relation) != o.state)
+            ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                            errmsg("fencing.fence_state_merge must be a BEFORE INSERT ROW trigger of "
+                                   "fencing.fence_state")));
+        Relation rel = td->tg_relation;
+        check_layout(rel);
+        HeapTuple row = td->tg_trigtuple;
+        TupleDesc d = RelationGetDescr(rel);
+        bool key_null = false, token_null = false, name_null = false;
+        const Datum key = heap_getattr(row, kAttKey, d, &key_null);
+        const Datum token = heap_getattr(row, kAttToken, d, &token_null);
+        const Datum name = heap_getattr(row, kAttResource, d, &name_null);
+        // NOT NULL constraints report these, after BEFORE triggers.
+        if (key_null || token_null || name_null) return PointerGetDatum(row);
+        text* t = DatumGetTextPP(name);
+        ScanKeyData skey[2];
+        row_scan_keys(skey, static_cast<std::uint64_t>(DatumGetInt64(key)), VARDATA_ANY(t),
+                      static_cast<int>(VARSIZE_ANY_EXHDR(t)));
+        SysScanDesc scan = systable_beginscan(rel, o.index, true, SnapshotSelf, 2, skey);
+        HeapTuple old = systable_getnext(scan);
+        bool keep_new = true;
+        if (HeapTupleIsValid(old)) {
+            bool isnull = false;
+            const std::int64_t stored = DatumGetInt64(heap_getattr(old, kAttToken, d, &isnull));
+            if (stored >= DatumGetInt64(token)) {
+                keep_new = false;
+            } else {
+                // The old row may have been inserted by this very statement
+                // (an earlier row of the same COPY): make it visible to the
+                // deletion, as SPI would between two commands.
+                CommandCounterIncrement();
+                simple_heap_delete(rel, &old->t_self);
+            }
+        }
+        systable_endscan(scan);
+        return keep_new ? PointerGetDatum(row) : PointerGetDatum(nullptr);
+    });
+}
