@@ -51,7 +51,11 @@ CREATE TABLE fencing.fence_state (
     granted_at integer NOT NULL,   -- seconds since 2000-01-01 UTC of the latest grant
     lease_ms   integer NOT NULL,   -- lease of the latest grant in milliseconds, 0 for none
     resource   text    NOT NULL COLLATE "C",
-    CONSTRAINT fence_state_pkey PRIMARY KEY (key, resource)
+    CONSTRAINT fence_state_pkey PRIMARY KEY (key, resource),
+    -- What a restore or a hand may load: tokens are positive, as
+    -- fencing.token says, and so is a lease (0: none).
+    CONSTRAINT fence_state_token_positive CHECK (token > 0),
+    CONSTRAINT fence_state_lease_valid CHECK (lease_ms >= 0)
 ) WITH (fillfactor = 100);
 ALTER TABLE fencing.fence_state ALTER COLUMN resource SET STORAGE PLAIN;
 
@@ -224,9 +228,10 @@ CREATE FUNCTION fencing.enforce() RETURNS trigger
 -- Decodes pg_trigger.tgargs into text[] (used by fencing.protected).
 CREATE FUNCTION fencing.trigger_args(bytea) RETURNS text[]
     AS 'MODULE_PATHNAME', 'fencing_trigger_args' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
--- Not for PUBLIC: the view (owned by the extension's owner) calls it with its
--- owner's rights.
-REVOKE ALL ON FUNCTION fencing.trigger_args(bytea) FROM PUBLIC;
+-- PUBLIC may execute it (the default): the view fencing.protected calls it,
+-- and a view's function calls are checked against the view's reader. It only
+-- splits the bytes it is given, and returns no text that is not valid in the
+-- database encoding (22021).
 
 -- Moves the token counter past `floor` (never backwards); only the table's
 -- owner may, and only a superuser past the clock bound (the clock in
@@ -520,6 +525,22 @@ GRANT SELECT ON fencing.protected TO PUBLIC;
 
 CREATE TRIGGER fence_state_loaded AFTER INSERT ON fencing.fence_state
     REFERENCING NEW TABLE AS loaded_rows FOR EACH STATEMENT EXECUTE FUNCTION fencing.fence_state_loaded();
+
+-- A resource's first grant writes its row (frozen: it stays even if the
+-- transaction aborts) and then the row's index entry, two WAL records. A
+-- crash between them leaves a row that the index does not reach; the next
+-- grant writes a second row, which the index does reach. Grants and lookups
+-- never see the first again, but pg_dump does. So that such a dump restores,
+-- a row loaded for a resource that already has one replaces it when its
+-- token is newer, and is dropped otherwise (src/pg/resource_rows.cpp; the
+-- module removes the replaced row, as a restore by the database's owner may
+-- insert, not delete). The replacing row is checked against the clock bound
+-- by fence_state_loaded like every loaded row.
+CREATE FUNCTION fencing.fence_state_merge() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'fencing_fence_state_merge' LANGUAGE C;
+REVOKE ALL ON FUNCTION fencing.fence_state_merge() FROM PUBLIC;
+CREATE TRIGGER fence_state_merge BEFORE INSERT ON fencing.fence_state
+    FOR EACH ROW EXECUTE FUNCTION fencing.fence_state_merge();
 
 -------------------------------------------------------------------------------
 -- Coverage: DDL that adds a table to, or removes one from, what a protected

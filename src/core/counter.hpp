@@ -10,7 +10,7 @@
 // The plan writes the next record early, when half of the current record's
 // values are used, so that it is flushed (by the WAL writer) by the time the
 // tokens need it, while the tokens of the second half name the older record,
-// long flushed, as theirs. The PostgreSQL glue (pg/fence_state.cpp) carries
+// long flushed, as theirs. The PostgreSQL glue (pg/counter_page.cpp) carries
 // the plan out under the page's buffer lock.
 //
 // Two rules make the counter safe against copies and lost WAL, which a page

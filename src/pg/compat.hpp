@@ -8,7 +8,7 @@
 //
 //   13.17, 14.14, 15.9, 16.5, 17.1: the first minor releases of their majors
 //   with systable_inplace_update_begin/finish/cancel, the locking in-place
-//   update of catalog-style rows that fence_state.cpp uses (added by the
+//   update of catalog-style rows that resource_rows.cpp uses (added by the
 //   November 2024 minor releases; heap_inplace_update, which it replaces,
 //   can lose a concurrent update and is gone in 18). A module built against
 //   these headers does not load on an older minor release of its major

@@ -15,8 +15,10 @@
 // waited for the lock released after that commit), so a durable new row
 // implies a durable deletion of the old one.
 #include "pg/bridge.hpp"
+#include "pg/catalog_ids.hpp"
 #include "pg/events.hpp"
 #include "pg/lock_tags.hpp"
+#include "pg/resource_rows.hpp"
 
 extern "C" {
 #include "utils/fmgroids.h"
@@ -27,7 +29,6 @@ using namespace fencing::pg;
 
 namespace {
 
-constexpr int kAttKey = 1, kAttToken = 2, kAttGrantedAt = 3, kNatts = 5;
 // At most this many resources per call (each keeps a lock until the
 // transaction ends); a retention job calls again until it returns 0.
 constexpr int kMaxPerCall = 1000;
@@ -37,20 +38,10 @@ struct Candidate {
 };
 
 Relation open_state(Oid* index) {
-    Oid nsp = get_namespace_oid("fencing", true);
-    Oid state = OidIsValid(nsp) ? get_relname_relid("fence_state", nsp) : InvalidOid;
-    *index = OidIsValid(nsp) ? get_relname_relid("fence_state_pkey", nsp) : InvalidOid;
-    if (!OidIsValid(state) || !OidIsValid(*index))
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("fencing extension is not installed in this database"),
-                        errhint("Run CREATE EXTENSION fencing.")));
-    Relation rel = table_open(state, RowExclusiveLock);
-    TupleDesc d = RelationGetDescr(rel);
-    if (d->natts != kNatts || TupleDescAttr(d, kAttKey - 1)->atttypid != INT8OID ||
-        TupleDescAttr(d, kAttToken - 1)->atttypid != INT8OID ||
-        TupleDescAttr(d, kAttGrantedAt - 1)->atttypid != INT4OID)
-        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.fence_state has an unexpected layout"),
-                        errhint("The table was altered by hand; reinstall the fencing extension.")));
+    const FenceOids& o = fence_oids();
+    *index = o.index;
+    Relation rel = table_open(o.state, RowExclusiveLock);
+    check_layout(rel);
     return rel;
 }
 

@@ -17,7 +17,7 @@ namespace fencing::pg {
 namespace {
 
 constexpr int kAttSecret = 1;
-// fencing.fence_state's columns (fence_state.cpp checks the whole layout).
+// fencing.fence_state's columns (resource_rows.cpp checks the whole layout).
 constexpr int kStateAttKey = 1, kStateAttToken = 2, kStateAttResource = 5, kStateNatts = 5;
 
 struct Cached {

@@ -23,7 +23,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(124);
+SELECT plan(127);
 
 SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dblink;
@@ -190,6 +190,14 @@ SELECT is(t50.state_as('fencing_t50_intruder',
           'intruder cannot add functions to schema fencing');
 SELECT is(t50.state_as('fencing_t50_intruder', $q$SET fencing.require_sync_standby = off$q$), '42501',
           'intruder cannot change fencing.require_sync_standby');
+-- Rows loaded into the fence state hold positive tokens (as fencing.token
+-- does), whoever loads them.
+SELECT is(t50.state_as(current_user, $q$INSERT INTO fencing.fence_state VALUES (fencing.resource_key('t50:neg'), -5, 0, 0, 't50:neg')$q$),
+          '23514', 'a fence state row with a negative token is refused (23514)');
+SELECT is(t50.state_as(current_user, $q$INSERT INTO fencing.fence_state VALUES (fencing.resource_key('t50:zero'), 0, 0, 0, 't50:zero')$q$),
+          '23514', 'a fence state row with token 0 is refused (23514)');
+SELECT is(t50.state_as(current_user, $q$INSERT INTO fencing.fence_state VALUES (fencing.resource_key('t50:lease'), 5, 0, -1, 't50:lease')$q$),
+          '23514', 'a fence state row with a negative lease is refused (23514)');
 -- The tombstones: no role but the extension's owner may read or write them,
 -- whatever it may do in schema fencing (written by the module only).
 SELECT ok(NOT has_table_privilege('public', 'fencing.tombstones', 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE'),

@@ -330,12 +330,30 @@ run_prove() {
   fi
 }
 
+# The TAP files run FENCING_TAP_JOBS (default 2) at a time: most of their
+# time is spent waiting (leases running out, crashes and restarts), each has
+# clusters of its own, and PostgreSQL::Test::Cluster reserves ports across
+# processes (PG_TEST_PORT_DIR). A file's lines are printed when it ends.
 suite_tap() {
-  local files=() f
+  local files=() f jobs="${FENCING_TAP_JOBS:-2}" running=0
   while IFS= read -r f; do files+=("$f"); done < <(existing 'tests/tap/*.pl')
   [ ${#files[@]} -gt 0 ] || return 0
+  mkdir -p "$work/tap_out"
   for f in "${files[@]}"; do
-    run_prove tap "$(basename "$f" .pl)" "$f"
+    if [ "$jobs" -le 1 ]; then
+      run_prove tap "$(basename "$f" .pl)" "$f"
+      continue
+    fi
+    if [ "$running" -ge "$jobs" ]; then
+      wait -n || true
+      running=$((running - 1))
+    fi
+    run_prove tap "$(basename "$f" .pl)" "$f" > "$work/tap_out/.$(basename "$f" .pl).lines" 2>&1 &
+    running=$((running + 1))
+  done
+  wait || true
+  for f in "${files[@]}"; do
+    cat "$work/tap_out/.$(basename "$f" .pl).lines" 2>/dev/null || true
   done
 }
 

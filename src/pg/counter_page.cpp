@@ -1,0 +1,188 @@
+// The token counter's glue: the sequence page, its WAL records and stamps
+// (counter_page.hpp says how; core/counter.hpp decides what to do next).
+#include "pg/counter_page.hpp"
+
+#include "pg/catalog_ids.hpp"
+#include "pg/settings.hpp"
+
+namespace fencing::pg {
+
+namespace {
+
+// The two newest records of the counter this backend has seen (their LSN and
+// the value they cover; see next_counter_value). Tokens are usually covered
+// by a record that was written long enough ago to be flushed already, so the
+// common case needs neither a flush nor a wait. The records are forgotten
+// with the counter's relation (DROP/CREATE EXTENSION: fence_oids_generation).
+core::SeenRecords seen;
+std::uint64_t seen_generation = 0;
+
+Form_pg_sequence_data sequence_tuple(Page page) {
+    ItemId lp = PageGetItemId(page, FirstOffsetNumber);
+    if (PageGetMaxOffsetNumber(page) < FirstOffsetNumber || !ItemIdIsNormal(lp))
+        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.token_seq has no tuple")));
+    HeapTupleHeader htup = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, lp));
+    return reinterpret_cast<Form_pg_sequence_data>(reinterpret_cast<char*>(htup) + htup->t_hoff);
+}
+
+// Where the stamp lives: the start of the page's free space, if it fits.
+char* stamp_slot(Page page) {
+    PageHeader h = reinterpret_cast<PageHeader>(page);
+    std::size_t at = MAXALIGN(h->pd_lower);
+    if (h->pd_upper < at || h->pd_upper - at < sizeof(core::CounterStamp) || h->pd_upper > BLCKSZ) return nullptr;
+    return reinterpret_cast<char*>(page) + at;
+}
+
+// The stamp this backend would write on the counter's page (lsn left 0).
+core::CounterStamp stamp_here(Relation rel) {
+    core::CounterStamp s;
+    s.magic = core::kStampMagic;
+#if PG_VERSION_NUM >= 160000
+    s.tablespace = rel->rd_locator.spcOid;
+    s.database = rel->rd_locator.dbOid;
+    s.relfile = rel->rd_locator.relNumber;
+#else
+    s.tablespace = rel->rd_node.spcNode;
+    s.database = rel->rd_node.dbNode;
+    s.relfile = rel->rd_node.relNode;
+#endif
+#if PG_VERSION_NUM >= 150000
+    s.timeline = GetWALInsertionTimeLine();
+#else
+    s.timeline = ThisTimeLineID;
+#endif
+    s.server_start = PgStartTime;
+    return s;
+}
+
+bool page_vouched(Relation rel, Page page) {
+    const char* slot = stamp_slot(page);
+    if (slot == nullptr) return false;
+    core::CounterStamp on_page;
+    memcpy(&on_page, slot, sizeof on_page);
+    return core::stamp_vouches(on_page, stamp_here(rel), PageGetLSN(page));
+}
+
+// The wall clock in microseconds since 1970 (the unit of the clock bound).
+std::int64_t clock_us() {
+    return GetCurrentTimestamp() + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+}
+
+// WAL-logs the counter page as it must be after a crash: covering `covered`.
+// Then puts the page at `token` (handed out), counting down to `covered`, and
+// stamps it.
+Record log_counter(Relation rel, Buffer buf, std::int64_t token, std::int64_t covered) {
+    // A full page image: redo always restores it, whatever the LSN of the
+    // page on disk. (A delta record would be skipped for a page that was
+    // written out after this record, counted down without WAL, with
+    // full_page_writes off: redo would keep the counted-down value and
+    // reissue the tokens handed out after that write.)
+    GenericXLogState* state = GenericXLogStart(rel);
+    Page copy = GenericXLogRegisterBuffer(state, buf, GENERIC_XLOG_FULL_IMAGE);
+    Form_pg_sequence_data logged = sequence_tuple(copy);
+    logged->last_value = covered;
+    logged->log_cnt = 0;
+    logged->is_called = true;
+    // Applies the copy to the buffer, marks it dirty, WAL-logs it and sets
+    // the page LSN, all in a critical section.
+    XLogRecPtr lsn = GenericXLogFinish(state);
+    Page page = BufferGetPage(buf);
+    Form_pg_sequence_data seq_data = sequence_tuple(page);
+    core::CounterStamp stamp = stamp_here(rel);
+    stamp.lsn = lsn;
+    char* slot = stamp_slot(page);
+    START_CRIT_SECTION();
+    seq_data->last_value = token;
+    seq_data->log_cnt = covered - token;
+    seq_data->is_called = true;
+    if (slot != nullptr) memcpy(slot, &stamp, sizeof stamp);
+    MarkBufferDirty(buf);
+    END_CRIT_SECTION();
+    return Record{lsn, covered};
+}
+
+
+}  // namespace
+
+Issued next_counter_value(Oid seq, std::int64_t floor, core::FloorReach reach) {
+    // What this backend saw of an earlier counter relation does not count.
+    if (seen_generation != fence_oids_generation()) {
+        seen.forget();
+        seen_generation = fence_oids_generation();
+    }
+    if (RecoveryInProgress())
+        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+                        errmsg("cannot acquire a fencing lock during recovery"),
+                        errhint("Acquire fencing locks on the primary.")));
+    if (XactReadOnly)
+        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+                        errmsg("cannot acquire a fencing lock in a read-only transaction")));
+    // RowExclusiveLock, as nextval takes; the buffer lock serialises all
+    // changes of the counter (ours, and setval's by hand).
+    Relation rel = relation_open(seq, RowExclusiveLock);
+    if (rel->rd_rel->relkind != RELKIND_SEQUENCE || !RelationNeedsWAL(rel))
+        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.token_seq is not a logged sequence")));
+    Buffer buf;
+    Form_pg_sequence_data seq_data;
+    core::CounterPage state;
+    core::CounterPlan plan;
+    for (;;) {
+        buf = ReadBuffer(rel, 0);
+        LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+        Page page = BufferGetPage(buf);
+        seq_data = sequence_tuple(page);
+        state = core::CounterPage{seq_data->last_value, seq_data->log_cnt, seq_data->is_called, PageGetLSN(page),
+                                  page_vouched(rel, page)};
+        if (state.vouched)
+            seen.observe(Record{state.lsn, state.is_called ? state.last_value + state.log_cnt : state.last_value});
+        plan = core::plan_next_token(state, floor, GetRedoRecPtr(), seen.before(), log_ahead(), clock_us(), reach);
+        if (plan.action != core::CounterAction::wait_for_clock) break;
+        // The counter is at the clock bound: wait (without the buffer lock)
+        // for the clock to move past it.
+        UnlockReleaseBuffer(buf);
+        pg_usleep(plan.wait_us < 100000 ? plan.wait_us : 100000);
+        CHECK_FOR_INTERRUPTS();
+    }
+    if (plan.status == core::CounterStatus::exhausted) {
+        UnlockReleaseBuffer(buf);
+        relation_close(rel, NoLock);
+        ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+                        errmsg("fencing token counter reached its maximum value")));
+    }
+    if (plan.status == core::CounterStatus::beyond_bound) {
+        UnlockReleaseBuffer(buf);
+        relation_close(rel, NoLock);
+        Issued none{0, Record{}, plan.bound};
+        return none;
+    }
+    Issued out{plan.token, plan.covering};
+    switch (plan.action) {
+        case core::CounterAction::log_now:
+            out.covering = log_counter(rel, buf, plan.token, plan.covered);
+            seen.observe(out.covering);
+            break;
+        case core::CounterAction::log_ahead: {
+            // Have the WAL writer flush the next record while the current
+            // one's values last.
+            Record next = log_counter(rel, buf, plan.token, plan.covered);
+            seen.observe(next);
+            XLogSetAsyncXactLSN(next.lsn);
+            break;
+        }
+        case core::CounterAction::wait_for_clock:
+            pg_unreachable();
+        case core::CounterAction::count_down:
+            START_CRIT_SECTION();
+            seq_data->last_value = plan.token;
+            seq_data->log_cnt = state.log_cnt - 1;
+            seq_data->is_called = true;
+            MarkBufferDirty(buf);
+            END_CRIT_SECTION();
+            break;
+    }
+    UnlockReleaseBuffer(buf);
+    relation_close(rel, NoLock);  // RowExclusiveLock is kept to the end of the transaction, as nextval's
+    return out;
+}
+
+}  // namespace fencing::pg

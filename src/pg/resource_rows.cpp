@@ -1,0 +1,221 @@
+#include "pg/resource_rows.hpp"
+
+#include "pg/bridge.hpp"
+#include "pg/catalog_ids.hpp"
+
+extern "C" {
+#include "catalog/index.h"
+#include "catalog/pg_collation.h"
+#include "commands/trigger.h"
+#include "utils/fmgroids.h"
+}
+
+namespace fencing::pg {
+
+namespace {
+
+// Offsets of the fixed-width columns in a tuple without nulls (check_layout
+// guarantees the types, hence the alignment).
+constexpr std::size_t kOffKey = 0, kOffToken = 8, kOffGrantedAt = 16, kOffLease = 20;
+
+// A resource's row is found by its key and its name (the primary key): two
+// names with the same key (a collision) share the lock but each has a row of
+// its own, and never reads or writes the other's.
+void row_scan_keys(ScanKeyData* skey, std::uint64_t key, const char* resource, int len) {
+    ScanKeyInit(&skey[0], kAttKey, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(static_cast<std::int64_t>(key)));
+    ScanKeyEntryInitialize(&skey[1], 0, kAttResource, BTEqualStrategyNumber, InvalidOid, C_COLLATION_OID, F_TEXTEQ,
+                           PointerGetDatum(cstring_to_text_with_len(resource, len)));
+}
+
+void overwrite_fields(HeapTuple copy, std::uint64_t key, std::int64_t token, std::int32_t granted_at,
+                      std::int32_t lease_ms) {
+    HeapTupleHeader htup = copy->t_data;
+    char* data = reinterpret_cast<char*>(htup) + htup->t_hoff;
+    std::int64_t stored_key;
+    memcpy(&stored_key, data + kOffKey, sizeof stored_key);
+    if ((htup->t_infomask & HEAP_HASNULL) || stored_key != static_cast<std::int64_t>(key))
+        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+                        errmsg("fence state row of key %lld is malformed", static_cast<long long>(key))));
+    memcpy(data + kOffToken, &token, sizeof token);
+    memcpy(data + kOffGrantedAt, &granted_at, sizeof granted_at);
+    memcpy(data + kOffLease, &lease_ms, sizeof lease_ms);
+}
+
+std::int64_t token_field(HeapTuple tup) {
+    std::int64_t t;
+    memcpy(&t, reinterpret_cast<char*>(tup->t_data) + tup->t_data->t_hoff + kOffToken, sizeof t);
+    return t;
+}
+
+// Whether a row of any resource carries this key.
+bool key_in_use(Relation rel, Oid index, std::uint64_t key) {
+    ScanKeyData skey;
+    ScanKeyInit(&skey, kAttKey, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(static_cast<std::int64_t>(key)));
+    SysScanDesc scan = systable_beginscan(rel, index, true, SnapshotSelf, 1, &skey);
+    const bool found = HeapTupleIsValid(systable_getnext(scan));
+    systable_endscan(scan);
+    return found;
+}
+
+// A resource that shares its key with another (a collision): both names
+// work, they only exclude each other. Said once, when the second one gets
+// its row; naming neither the key nor the other resource.
+void report_shared_key(const char* resource, int len) {
+    ereport(WARNING, (errcode(ERRCODE_WARNING),
+                      errmsg("fencing resource \"%.*s\" shares its lock with another resource", len, resource),
+                      errdetail("Both names map to the same lock key: they exclude each other like one resource, and "
+                                "each keeps its own tokens."),
+                      errhint("Without the database's resource key secret, such names cannot be chosen on purpose; "
+                              "renaming one of them ends the sharing.")));
+}
+
+}  // namespace
+
+void check_layout(Relation rel) {
+    TupleDesc d = RelationGetDescr(rel);
+    bool ok = d->natts == kNatts && TupleDescAttr(d, kAttKey - 1)->atttypid == INT8OID &&
+              TupleDescAttr(d, kAttToken - 1)->atttypid == INT8OID &&
+              TupleDescAttr(d, kAttGrantedAt - 1)->atttypid == INT4OID &&
+              TupleDescAttr(d, kAttLease - 1)->atttypid == INT4OID &&
+              TupleDescAttr(d, kAttResource - 1)->atttypid == TEXTOID;
+    if (!ok)
+        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.fence_state has an unexpected layout"),
+                        errhint("The table was altered by hand; reinstall the fencing extension.")));
+}
+
+StateRow lookup_row(Relation rel, Oid index, std::uint64_t key, const char* resource, int len) {
+    StateRow row;
+    ScanKeyData skey[2];
+    row_scan_keys(skey, key, resource, len);
+    SysScanDesc scan = systable_beginscan(rel, index, true, SnapshotSelf, 2, skey);
+    HeapTuple tup = systable_getnext(scan);
+    if (HeapTupleIsValid(tup)) {
+        TupleDesc d = RelationGetDescr(rel);
+        bool isnull = false;
+        row.found = true;
+        row.token = DatumGetInt64(heap_getattr(tup, kAttToken, d, &isnull));
+        row.granted_at = DatumGetInt32(heap_getattr(tup, kAttGrantedAt, d, &isnull));
+        row.lease_ms = DatumGetInt32(heap_getattr(tup, kAttLease, d, &isnull));
+    }
+    systable_endscan(scan);
+    return row;
+}
+
+std::int32_t now_seconds() {
+    return static_cast<std::int32_t>(GetCurrentTimestamp() / USECS_PER_SEC);
+}
+
+Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char* resource, int len,
+                         std::int64_t token, std::int32_t granted_at, std::int32_t lease_ms, std::int64_t* stored) {
+    ScanKeyData skey[2];
+    row_scan_keys(skey, key, resource, len);
+    HeapTuple old = nullptr;
+    void* state = nullptr;
+    compat::inplace_update_begin(rel, index, 2, skey, &old, &state);
+    if (old == nullptr) return Recorded::missing;
+    bool behind = false;
+    PG_TRY();
+    {
+        *stored = token_field(old);
+        behind = *stored >= token;
+        if (!behind) overwrite_fields(old, key, token, granted_at, lease_ms);
+    }
+    PG_CATCH();
+    {
+        compat::inplace_update_cancel(state);
+        PG_RE_THROW();
+    }
+    PG_END_TRY();
+    if (behind) {
+        compat::inplace_update_cancel(state);
+        heap_freetuple(old);
+        return Recorded::behind;
+    }
+    compat::inplace_update_finish(state, old);
+    heap_freetuple(old);
+    return Recorded::updated;
+}
+
+void insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource, int len, std::int64_t token,
+                std::int32_t granted_at, std::int32_t lease_ms) {
+    if (key_in_use(rel, index, key)) report_shared_key(resource, len);
+    Datum values[kNatts];
+    bool nulls[kNatts] = {false, false, false, false, false};
+    values[kAttKey - 1] = Int64GetDatum(static_cast<std::int64_t>(key));
+    values[kAttToken - 1] = Int64GetDatum(token);
+    values[kAttGrantedAt - 1] = Int32GetDatum(granted_at);
+    values[kAttLease - 1] = Int32GetDatum(lease_ms);
+    values[kAttResource - 1] = PointerGetDatum(cstring_to_text_with_len(resource, len));
+    HeapTuple tup = heap_form_tuple(RelationGetDescr(rel), values, nulls);
+    heap_insert(rel, tup, GetCurrentCommandId(true), HEAP_INSERT_FROZEN, nullptr);
+
+    Relation irel = index_open(index, RowExclusiveLock);
+    IndexInfo* info = BuildIndexInfo(irel);
+    Datum ivalues[2] = {values[kAttKey - 1], values[kAttResource - 1]};
+    bool inulls[2] = {false, false};
+    compat::index_insert_unique(irel, ivalues, inulls, &tup->t_self, rel, info);
+    index_close(irel, RowExclusiveLock);
+    heap_freetuple(tup);
+}
+
+}  // namespace fencing::pg
+
+using namespace fencing;
+using namespace fencing::pg;
+
+// fencing.fence_state_merge(): BEFORE INSERT ROW trigger of fencing.fence_state.
+// A resource's first grant writes its row (frozen) and then the row's index
+// entry, two WAL records; a crash between them leaves a row the index does
+// not reach, and the next grant writes a second one. pg_dump sees both. So
+// that such a dump restores, a loaded row of a resource that already has one
+// (found through the index, rows loaded earlier by the same statement
+// included) replaces it when its token is newer, and is dropped otherwise.
+// The replaced row is removed by the module, as it writes the fence state
+// without SQL: a restore by the database's owner may insert, not delete.
+// The replacing row is checked by fence_state_loaded like every loaded row.
+FENCING_FUNCTION(fencing_fence_state_merge) {
+    return guarded("fencing.fence_state_merge", [&]() -> Datum {
+        const FenceOids& o = fence_oids();
+        if (!CALLED_AS_TRIGGER(fcinfo))
+            ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                            errmsg("fencing.fence_state_merge must be called as a trigger")));
+        TriggerData* td = reinterpret_cast<TriggerData*>(fcinfo->context);
+        if (!TRIGGER_FIRED_BEFORE(td->tg_event) || !TRIGGER_FIRED_FOR_ROW(td->tg_event) ||
+            !TRIGGER_FIRED_BY_INSERT(td->tg_event) || RelationGetRelid(td->tg_relation) != o.state)
+            ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                            errmsg("fencing.fence_state_merge must be a BEFORE INSERT ROW trigger of "
+                                   "fencing.fence_state")));
+        Relation rel = td->tg_relation;
+        check_layout(rel);
+        HeapTuple row = td->tg_trigtuple;
+        TupleDesc d = RelationGetDescr(rel);
+        bool key_null = false, token_null = false, name_null = false;
+        const Datum key = heap_getattr(row, kAttKey, d, &key_null);
+        const Datum token = heap_getattr(row, kAttToken, d, &token_null);
+        const Datum name = heap_getattr(row, kAttResource, d, &name_null);
+        // NOT NULL constraints report these, after BEFORE triggers.
+        if (key_null || token_null || name_null) return PointerGetDatum(row);
+        text* t = DatumGetTextPP(name);
+        ScanKeyData skey[2];
+        row_scan_keys(skey, static_cast<std::uint64_t>(DatumGetInt64(key)), VARDATA_ANY(t),
+                      static_cast<int>(VARSIZE_ANY_EXHDR(t)));
+        SysScanDesc scan = systable_beginscan(rel, o.index, true, SnapshotSelf, 2, skey);
+        HeapTuple old = systable_getnext(scan);
+        bool keep_new = true;
+        if (HeapTupleIsValid(old)) {
+            bool isnull = false;
+            const std::int64_t stored = DatumGetInt64(heap_getattr(old, kAttToken, d, &isnull));
+            if (stored >= DatumGetInt64(token)) {
+                keep_new = false;
+            } else {
+                // The old row may have been inserted by this very statement
+                // (an earlier row of the same COPY): make it visible to the
+                // deletion, as SPI would between two commands.
+                CommandCounterIncrement();
+                simple_heap_delete(rel, &old->t_self);
+            }
+        }
+        systable_endscan(scan);
+        return keep_new ? PointerGetDatum(row) : PointerGetDatum(nullptr);
+    });
+}

@@ -1,0 +1,47 @@
+// The per-resource rows of fencing.fence_state (key, latest token, grant
+// time, lease, resource name). A resource's row is found by its key and its
+// name (the primary key): two names with the same key (a collision) share
+// the lock but each has a row of its own, and never reads or writes the
+// other's. Grants are recorded in place (a heap "inplace" WAL record: no
+// transaction id, no commit; see fence_state.hpp for what that means after a
+// crash); a first grant inserts the row frozen.
+#pragma once
+#include "pg/fence_state.hpp"
+#include "pg/pg.hpp"
+
+#include <cstdint>
+
+namespace fencing::pg {
+
+// Column numbers of fencing.fence_state.
+constexpr int kAttKey = 1, kAttToken = 2, kAttGrantedAt = 3, kAttLease = 4, kAttResource = 5;
+constexpr int kNatts = 5;
+
+// Errors (XX001) when the table's columns are not the ones above.
+void check_layout(Relation rel);
+
+// The resource's row, as this command sees it (found = false when none).
+StateRow lookup_row(Relation rel, Oid index, std::uint64_t key, const char* resource, int len);
+
+// The current time in seconds since 2000-01-01 UTC (the granted_at column).
+std::int32_t now_seconds();
+
+enum class Recorded {
+    updated,  // the row now holds the grant
+    missing,  // the resource has no row yet
+    behind,   // the row already holds a token >= this one: the counter is behind
+};
+
+// Records the grant in the resource's existing row. The counter can be behind
+// a stored token when the rows were restored from a dump of a database whose
+// counter was ahead of this one's clock seed: *stored then says how far.
+Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char* resource, int len,
+                         std::int64_t token, std::int32_t granted_at, std::int32_t lease_ms, std::int64_t* stored);
+
+// First grant of a resource: inserts its row, frozen (it stays, visible to
+// everyone, even if this transaction aborts: the token was handed out either
+// way). Warns when another resource's row carries the same key.
+void insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource, int len, std::int64_t token,
+                std::int32_t granted_at, std::int32_t lease_ms);
+
+}  // namespace fencing::pg
