@@ -28,7 +28,7 @@ std::uint64_t session_grants_held() {
     const std::size_t n = ledger().copy_session_holds(holds, cap);
     std::uint64_t held = 0;
     for (std::size_t i = 0; i < n; ++i)
-        if (held_by_me(resource_tag(holds[i].key), kSessionMode)) ++held;
+        if (held_at_session_scope(holds[i].key)) ++held;
     pfree(holds);
     return held;
 }

@@ -83,6 +83,13 @@ bool holds_any_mode(const LOCKTAG& rtag) noexcept {
            (!the_book.empty() && held_by_me(rtag, kSharedMode));
 }
 
+bool held_at_session_scope(std::uint64_t key) noexcept {
+    const LOCKTAG rtag = resource_tag(key);
+    if (!shared_in_book(key)) return held_by_me(rtag, kSessionMode);
+    const core::Hold* h = ledger().find(key);
+    return h != nullptr && h->session > 0 && held_by_me(rtag, kSharedMode);
+}
+
 void refuse_upgrade_of_shared(const Resource& r, const LOCKTAG& rtag) {
     if (the_book.empty() || !held_by_me(rtag, kSharedMode)) return;
     ereport(ERROR, (errcode(ERRCODE_OBJECT_IN_USE),

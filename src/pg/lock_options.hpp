@@ -40,6 +40,11 @@ HoldModes hold_modes(std::uint64_t key) noexcept;
 // Whether this session holds the resource tag in any fencing mode.
 bool holds_any_mode(const LOCKTAG& rtag) noexcept;
 
+// Whether this session holds the grant of `key` (a plain resource, a permit
+// or a shared hold) at session scope: its ledger says so and the lock
+// manager still has the lock (pg_advisory_unlock_all, DISCARD ALL).
+bool held_at_session_scope(std::uint64_t key) noexcept;
+
 // A plain exclusive acquisition of a resource this session holds shared
 // would upgrade the hold: refused (55006), reentrant or not.
 void refuse_upgrade_of_shared(const Resource& r, const LOCKTAG& rtag);

@@ -30,6 +30,8 @@
 // (notifications_dropped) and the transaction gets a WARNING.
 #include "pg/notify.hpp"
 
+#include "pg/lock_options.hpp"
+
 #include "pg/args.hpp"
 #include "pg/bridge.hpp"
 #include "pg/key_secret.hpp"
@@ -180,14 +182,13 @@ void announce_transaction_end() {
     auto* ks = static_cast<std::uint64_t*>(palloc(sizeof(std::uint64_t) * cap));
     const std::size_t n = grants.copy_keys(ks, cap);
     for (std::size_t i = 0; i < n; ++i) {
-        const LOCKTAG tag = resource_tag(ks[i]);
-        if (held_by_me(tag, kSessionMode)) {
+        if (held_at_session_scope(ks[i])) {
             grants.mark_session(ks[i]);
             continue;
         }
         const core::Announcements::Grant* g = grants.find(ks[i]);
         if (g == nullptr) continue;
-        if (held_by_me(tag, kXactMode) || g->session)
+        if (holds_any_mode(resource_tag(ks[i])) || g->session)
             queue(g->resource.data(), g->resource.size(), core::LockEvent::released, g->token);
         grants.remove(ks[i]);
     }
@@ -240,7 +241,8 @@ bool announcing() noexcept { return grants.size() > 0; }
 
 void granted(std::uint64_t key, const char* resource, int len, std::int64_t token, bool session) {
     if (!keys_valid) load_keys();
-    if (!keys.any() || !keys.enabled(key)) return;
+    // A permit is announced under its resource's name, and enabled by it.
+    if (!keys.any() || (!keys.enabled(key) && !keys.enabled(resource_key_of(resource, len)))) return;
     queue(resource, static_cast<std::size_t>(len), core::LockEvent::granted, token);
     bool failed = false;
     try {
@@ -321,7 +323,7 @@ void session_ending() {
     for (std::size_t i = 0; i < n; ++i) {
         // Only grants held at session scope: a transaction-scoped one ends
         // with a transaction that never committed, so it was never announced.
-        if (!held_by_me(resource_tag(ks[i]), kSessionMode)) continue;
+        if (!held_at_session_scope(ks[i])) continue;
         const core::Announcements::Grant* g = grants.find(ks[i]);
         if (g == nullptr) continue;
         char* name = static_cast<char*>(palloc(g->resource.size() + 1));

@@ -4,7 +4,8 @@
 # grant's token; nothing for what did not commit (a rolled back transaction,
 # an aborted subtransaction, the part of a session that is rolled back);
 # lost, sent by the ending session, for a holder that is terminated, ended by
-# its lease, or disconnects; the whole database; settings reaching sessions
+# its lease, or disconnects; delay_ended after a lost grant's lock-delay;
+# permits and shared holds; the whole database; settings reaching sessions
 # that are already connected; the per-transaction bound.
 use strict;
 use warnings;
@@ -164,6 +165,36 @@ my ($q_pid) = $q->query_safe('SELECT pg_backend_pid()');
 finish($q);
 ok(gone($q_pid), 'a holder disconnects without releasing');
 is(summary(events_until(2)), "granted n:a $tq, lost n:a $tq", 'disconnected: lost');
+
+# ---- the lock options of 1.1 ----------------------------------------------------------
+# A lost grant with a lock-delay: lost when its session ends, delay_ended when
+# the delay has passed (both sent by the ended session's backend). A permit
+# and a shared hold are announced under the resource's name.
+
+my $dl = session();
+my $tdl = $dl->query_safe("SELECT fencing.acquire('n:a', lock_delay => '2 s')");
+my ($dl_pid) = $dl->query_safe('SELECT pg_backend_pid()');
+is(summary(events_until(1)), "granted n:a $tdl", 'a holder with a lock-delay');
+my $t_kill = time;
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($dl_pid)");
+@ev = events_until(1, 5);
+is(summary(@ev), "lost n:a $tdl", 'terminated: lost, at once');
+ok(time - $t_kill < 1.8, 'lost arrives before the delay has passed');
+@ev = events_until(1, 10);
+is(summary(@ev), "delay_ended n:a $tdl", 'then delay_ended, with the lost grant\'s token');
+ok(time - $t_kill >= 1.9, 'delay_ended only after the delay (2 s)');
+is($ev[0]{pid}, $dl_pid, 'sent by the ended session\'s backend');
+ok(gone($dl_pid), 'which then exits');
+finish($dl);
+
+my $tp = $s->query_safe("SELECT fencing.acquire('n:a', permits => 2)");
+is(summary(events_until(1)), "granted n:a $tp", 'a permit: granted under the resource\'s name, with the permit\'s token');
+$s->query_safe("SELECT fencing.release('n:a')");
+is(summary(events_until(1)), "released n:a $tp", 'and released');
+my $tsh = $s->query_safe("SELECT fencing.acquire('n:a', shared => true)");
+is(summary(events_until(1)), "granted n:a $tsh", 'a shared hold: granted, with the latest token');
+$s->query_safe("SELECT fencing.release('n:a')");
+is(summary(events_until(1)), "released n:a $tsh", 'and released');
 
 # ---- the whole database; settings reach connected sessions ------------------------------
 
