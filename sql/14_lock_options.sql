@@ -122,8 +122,9 @@ SELECT * FROM pg_temp.my_advisory_locks();
 -- A shared hold's row: the latest token; no grant time, lease or expiry.
 SELECT token = :'ex' AS latest_token, since IS NULL AS no_since, lease IS NULL AS no_lease,
        expires_at IS NULL AS no_expiry FROM fencing.locks WHERE pid = pg_backend_pid();
--- The token is valid while the shared hold lasts.
-SELECT fencing.validate('t14:sh', :'ex') = :'ex' AS valid_while_shared;
+-- The token is not valid again because a shared hold shares it: the
+-- exclusive grant that issued it is over (a lost writer must not pass).
+SELECT pg_temp.sqlstate_of(format('SELECT fencing.validate(%L, %s)', 't14:sh', :'ex')) AS validate_while_shared;
 -- Nesting: a plain shared re-acquisition is refused (55006); reentrant nests.
 SELECT pg_temp.sqlstate_of($$SELECT fencing.acquire('t14:sh', shared => true)$$) AS again_plain;
 SELECT fencing.acquire('t14:sh', shared => true, reentrant => true) = :'ex' AS nested_same;
@@ -139,8 +140,14 @@ SELECT fencing.acquire('t14:sh', reentrant => true);
 SELECT fencing.release('t14:sh') AND fencing.release('t14:sh') AS released_twice;
 SELECT fencing.release('t14:sh') AS third_release;
 SELECT count(*) AS locks_after_release FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
--- After the shared hold, validate() of its token fails: no grant holds it.
+-- After the shared hold, validate() of its token still fails.
 SELECT pg_temp.sqlstate_of(format('SELECT fencing.validate(%L, %s)', 't14:sh', :'ex')) AS validate_after;
+
+-- A permit this session holds under the permit's own name: 55006, as for any
+-- resource the session holds.
+SELECT fencing.acquire('t14:q' || chr(31) || '1') IS NOT NULL AS plain_permit_name;
+SELECT pg_temp.sqlstate_of($$SELECT fencing.acquire('t14:q', permits => 1)$$) AS permit_held_by_name;
+SELECT fencing.release('t14:q' || chr(31) || '1');
 
 -- An exclusive holder may nest a shared hold (reentrant): it stays exclusive.
 SELECT fencing.acquire('t14:sh') AS ex2 \gset

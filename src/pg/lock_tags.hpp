@@ -38,13 +38,16 @@ inline constexpr LOCKMODE kSessionMode = ExclusiveLock;
 inline constexpr LOCKMODE kXactMode = ShareRowExclusiveLock;
 // Shared holds take the resource in ShareLock, in either scope: it conflicts
 // with both exclusive modes, not with itself. Their token tag is held in
-// RowExclusiveLock, which validate()'s probe (ShareLock) conflicts with and
-// shared holders do not.
+// RowExclusiveLock, which validate()'s probe does not conflict with: a shared
+// hold shares the latest exclusive token, and must not make it valid again
+// once the exclusive grant is over (a lost writer would pass validate()).
 inline constexpr LOCKMODE kSharedMode = ShareLock;
 inline constexpr LOCKMODE kTokenSharedMode = RowExclusiveLock;
-// Token tags are held in ExclusiveLock; validate() probes them with ShareLock.
+// Token tags are held in ExclusiveLock by exclusive grants and permits;
+// validate() probes them with RowExclusiveLock, which conflicts with that
+// and neither with shared holders nor with other probes.
 inline constexpr LOCKMODE kTokenHoldMode = ExclusiveLock;
-inline constexpr LOCKMODE kTokenProbeMode = ShareLock;
+inline constexpr LOCKMODE kTokenProbeMode = RowExclusiveLock;
 // A successful validate() holds the resource's guard tag in ShareLock until its
 // transaction ends; every acquisition takes (and at once releases) the guard
 // in ExclusiveLock before it issues a new token, so no transaction that

@@ -430,7 +430,9 @@ FENCING_FUNCTION(fencing_validate) {
         if (!row.found || row.token != token) report_stale(r, token, row, "a newer lock was granted since");
         // The holder of the latest grant keeps a lock on its token: probe it.
         const LOCKTAG ttag = token_tag(token);
-        bool held = held_by_me(ttag, kTokenHoldMode) || held_by_me(ttag, kTokenSharedMode);
+        // Only an exclusive grant's hold counts: a shared hold shares the
+        // latest token and must not make it valid again (lock_tags.hpp).
+        bool held = held_by_me(ttag, kTokenHoldMode);
         if (!held) {
             if (LockAcquire(&ttag, kTokenProbeMode, false, true) == LOCKACQUIRE_NOT_AVAIL)
                 held = true;
@@ -590,6 +592,7 @@ void give_up_wait(const LOCKTAG& tag, LOCKMODE mode, bool session, bool held_bef
 bool regrant_in_statement(const Resource& r, const LOCKTAG& rtag, bool session) {
     return same_statement_regrant(r, rtag, session);
 }
+void report_held_already(const Resource& r, bool session) { report_already_held(r, session); }
 void refuse_if_validated_here(const Resource& r) {
     if (held_by_me(guard_tag(r.key), kGuardHoldMode)) report_guarded_here(r);
 }

@@ -223,6 +223,11 @@ bool acquire_permit(const AcquireCall& c, std::int64_t* out) {
         return true;
     }
 
+    // A permit this session holds under the permit's own name (a plain
+    // acquisition of R, chr(31), p): it holds the resource already.
+    for (std::int32_t p = 1; p <= n; ++p)
+        if (holds_any_mode(resource_tag(key_of(pn, p)))) report_held_already(r, c.session);
+
     // The bound of the whole wait: wait, and lock_timeout when shorter.
     const TimestampTz asked_at = GetCurrentTimestamp();
     std::int64_t budget = c.try_only ? 0 : c.wait_ms;
@@ -345,9 +350,10 @@ bool validate_permit(const Resource& r, std::int64_t token) {
     const StateRow row = read_state(key, pn.buf, name_of(pn, permit));
     if (!row.found || row.token != token) return false;
     if (!held_by_me(ttag, kTokenHoldMode) && !held_by_others(ttag, kTokenProbeMode)) return false;
-    if (guard_new && row.lease_ms > 0) {
+    if (guard_new) {
+        // Every guard is in the ledger (PREPARE TRANSACTION is refused).
         guard_ledger().add(key, token, false, GetCurrentSubTransactionId(), row.lease_ms);
-        apply_leases();
+        if (row.lease_ms > 0) apply_leases();
     }
     return true;
 }
