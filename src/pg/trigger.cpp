@@ -415,6 +415,18 @@ Datum enforce(FunctionCallInfo fcinfo) {
     std::uint64_t old_key = 0, new_key = 0;
     bool removes_key = false;
     if (cs->use_tombstones) {
+        // Not for a temporary table (protect() gives it none; a check made by
+        // hand could ask for them): PostgreSQL drops it at the end of its
+        // session without event triggers, and its tombstones would stay.
+        if (rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
+            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                            errmsg("temporary table \"%s\" cannot have tombstones", RelationGetRelationName(rel)),
+                            errdetail("Trigger \"%s\" asks for tombstones; PostgreSQL drops a temporary table at the end "
+                                      "of its session without running event triggers, so its tombstones would "
+                                      "outlive it.",
+                                      trig->tgname),
+                            errhint("Protect it with fencing.protect(table), which gives a temporary table no "
+                                    "tombstones.")));
         if (!cs->key.built) tombstones::build_key(&cs->key, rel, fcinfo->flinfo->fn_mcxt);
         if (!cs->key.usable)
             ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
