@@ -4,9 +4,11 @@
 -- a stored token (fence_state, token_seq), cannot move the counter for a table
 -- it does not own, cannot protect or unprotect other roles' tables, cannot
 -- take or release a fencing lock through pg_advisory_* (separate key space),
--- and does not see other roles' tokens in fencing.locks. Hostile objects in
--- public and pg_temp change no result of fencing's functions. No function of
--- schema fencing is SECURITY DEFINER, and the PL/pgSQL ones pin search_path.
+-- does not see other roles' tokens in fencing.locks, and cannot stamp a token
+-- of its choosing into protected rows through a foreign key's referential
+-- action. Hostile objects in public and pg_temp change no result of
+-- fencing's functions. No function of schema fencing is SECURITY DEFINER,
+-- and the PL/pgSQL ones pin search_path.
 --
 -- Everything runs in one transaction that is rolled back (roles included);
 -- only acquisitions leave traces (fence_state rows of 't50:*' resources, the
