@@ -556,3 +556,12 @@ SELECT fencing.acquire_xact('t11:2pc', lease => '1 s') IS NOT NULL AS held;
 PREPARE TRANSACTION 't11_2pc';
 \echo :SQLSTATE
 SELECT count(*) AS advisory_locks_left FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+-- A validate() guard of an unleased grant too.
+SELECT fencing.acquire('t11:2pc-guard') AS g_tok \gset
+BEGIN;
+SELECT fencing.validate('t11:2pc-guard', :g_tok) IS NOT NULL AS guarded;
+PREPARE TRANSACTION 't11_2pc_guard';
+\echo :SQLSTATE
+SELECT count(*) AS guards_left FROM pg_locks
+ WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objsubid = 32259;
+SELECT fencing.release('t11:2pc-guard');

@@ -303,7 +303,7 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl) THEN
         RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid USING ERRCODE = '42P01';
     END IF;
-    SELECT c.oid, c.relname, c.relkind, c.relowner, c.relispartition, n.nspname INTO r
+    SELECT c.oid, c.relname, c.relkind, c.relowner, c.relispartition, c.relpersistence, n.nspname INTO r
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
     IF r.relkind NOT IN ('r', 'p') THEN
         RAISE EXCEPTION '"%" is not a table', r.relname USING ERRCODE = '42809',
@@ -327,7 +327,15 @@ BEGIN
               DETAIL = 'A tombstone records the token of the DELETE that removed a row; without fence_deletes a DELETE needs no token.',
               HINT = 'Protect the table with fence_deletes => true, or without tombstones.';
     END IF;
-    use_tombstones := coalesce(tombstones, fence_deletes);
+    -- A temporary table gets none: PostgreSQL drops it at the end of its
+    -- session without event triggers, so nothing could remove its
+    -- tombstones with it (fencing_sql_drop removes those of other tables).
+    IF r.relpersistence = 't' AND tombstones THEN
+        RAISE EXCEPTION 'temporary table "%" cannot have tombstones', r.relname USING ERRCODE = '0A000',
+              DETAIL = 'PostgreSQL drops a temporary table at the end of its session without running event triggers, so its tombstones would outlive it.',
+              HINT = 'Protect it without tombstones: fencing.protect(tbl) does so by default for a temporary table.';
+    END IF;
+    use_tombstones := coalesce(tombstones, fence_deletes AND r.relpersistence <> 't');
 
     IF token_column IS NULL THEN
         SELECT count(*), min(a.attname) INTO n, col
@@ -406,6 +414,11 @@ BEGIN
                       SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
                       UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
                   SELECT c.oid, c.relname FROM tree JOIN pg_class c ON c.oid = tree.rel WHERE NOT c.relispartition) LOOP
+            IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = d.oid AND c.relpersistence = 't') THEN
+                RAISE EXCEPTION 'temporary table "%" cannot have tombstones', d.relname USING ERRCODE = '0A000',
+                      DETAIL = format('It inherits from "%s", which would be protected with tombstones; PostgreSQL drops a temporary table at the end of its session without running event triggers, so its tombstones would outlive it.', r.relname),
+                      HINT = 'Protect the table with tombstones => false, or remove the temporary table from it (ALTER TABLE ... NO INHERIT).';
+            END IF;
             problem := fencing.tombstone_key_problem(d.oid);
             IF problem IS NOT NULL THEN
                 RAISE EXCEPTION 'table "%" cannot be protected with tombstones', d.relname USING ERRCODE = '0A000',
@@ -565,3 +578,16 @@ CREATE EVENT TRIGGER fencing_ddl_command_start ON ddl_command_start
 CREATE EVENT TRIGGER fencing_ddl_command_end ON ddl_command_end
     WHEN TAG IN ('CREATE TABLE', 'CREATE FOREIGN TABLE', 'ALTER TABLE', 'ALTER FOREIGN TABLE', 'CREATE SCHEMA')
     EXECUTE FUNCTION fencing.ddl_command_end();
+
+-- Tombstones go with their table: a table dropped (DROP TABLE, a partition,
+-- DROP SCHEMA ... CASCADE, DROP OWNED, whatever drops it) loses its
+-- tombstones in the dropping transaction, so that a table that later gets
+-- its OID does not meet them. Every command's dropped objects are looked at
+-- (many commands can drop a table by a dependency). Temporary tables, which
+-- PostgreSQL drops at the end of their session without event triggers, have
+-- none (protect).
+CREATE FUNCTION fencing.sql_drop() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'fencing_sql_drop' LANGUAGE C;
+REVOKE ALL ON FUNCTION fencing.sql_drop() FROM PUBLIC;
+CREATE EVENT TRIGGER fencing_sql_drop ON sql_drop
+    EXECUTE FUNCTION fencing.sql_drop();

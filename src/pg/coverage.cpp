@@ -132,7 +132,17 @@ const char* check_arg(const bytea* args, int n) {
 // would (a partitioned table's partitions get their clones).
 void install_check(Oid relid, const bytea* args, Oid enforce) {
     // With tombstones, the table needs a primary key to remember deleted
-    // rows by (a child of legacy inheritance does not inherit its parent's).
+    // rows by (a child of legacy inheritance does not inherit its parent's),
+    // and must not be temporary (PostgreSQL drops a temporary table at the
+    // end of its session without event triggers, so its tombstones would
+    // stay behind).
+    if (strcmp(check_arg(args, 4), "true") == 0 && get_rel_persistence(relid) == RELPERSISTENCE_TEMP)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("temporary table \"%s\" cannot carry the check of a table protected with tombstones",
+                               name_of(relid)),
+                        errdetail("PostgreSQL drops a temporary table at the end of its session without running event "
+                                  "triggers, so its tombstones would outlive it."),
+                        errhint("Use a permanent table, or protect the parent with tombstones => false.")));
     if (strcmp(check_arg(args, 4), "true") == 0)
         if (const char* problem = tombstones::key_problem(relid))
             ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

@@ -442,9 +442,11 @@ FENCING_FUNCTION(fencing_validate) {
         if (!held) report_stale(r, token, row, "the lock granted with it is no longer held");
         // The guard lasts as long as the transaction, limited by the grant's
         // lease: a guarding session silent for longer is ended like a holder.
-        if (guard_new && row.lease_ms > 0) {
+        // Every guard is in the ledger (a PREPARE TRANSACTION that would keep
+        // one is refused), with the grant's lease if it has one.
+        if (guard_new) {
             guard_ledger().add(r.key, token, false, GetCurrentSubTransactionId(), row.lease_ms);
-            apply_leases();
+            if (row.lease_ms > 0) apply_leases();
         }
         PG_RETURN_INT64(token);
     });

@@ -33,6 +33,7 @@ extern "C" {
 #include "catalog/index.h"
 #include "catalog/pg_am_d.h"
 #include "catalog/pg_amop.h"
+#include "commands/event_trigger.h"
 #include "common/hashfn.h"
 #include "utils/catcache.h"
 #include "utils/fmgroids.h"
@@ -358,6 +359,51 @@ void record(Relation rel, std::uint64_t hash, std::int64_t token) {
     LockRelease(&tag, ExclusiveLock, false);
 }
 
+std::int64_t remove_table(Oid relid) {
+    Handle* h = handle();
+    constexpr int kBatch = 10000;
+    std::uint64_t* hashes = static_cast<std::uint64_t*>(palloc(sizeof(std::uint64_t) * kBatch));
+    std::int64_t removed = 0;
+    // The table's tombstones, a batch at a time, through the dirty snapshot
+    // (which no longer returns those this transaction removed). Each goes
+    // under its key's lock, as forget_tombstones() removes one, waiting for
+    // a transaction that is removing it already.
+    for (;;) {
+        int n = 0;
+        ScanKeyData skey;
+        ScanKeyInit(&skey, kAttTbl, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+        IndexScanDesc scan = compat::index_scan_begin(h->heap, h->index, &h->dirty, 1);
+        index_rescan(scan, &skey, 1, nullptr, 0);
+        while (n < kBatch && index_getnext_slot(scan, ForwardScanDirection, h->slot)) {
+            bool isnull = false;
+            hashes[n++] = static_cast<std::uint64_t>(DatumGetInt64(slot_getattr(h->slot, kAttHash, &isnull)));
+        }
+        ExecClearTuple(h->slot);
+        index_endscan(scan);
+        if (n == 0) break;
+        for (int i = 0; i < n; ++i) {
+            const LOCKTAG tag = key_tag(relid, hashes[i]);
+            (void)LockAcquire(&tag, ExclusiveLock, false, false);
+            Found f;
+            for (;;) {
+                f = lookup(h, relid, hashes[i]);
+                if (!TransactionIdIsValid(f.writer)) break;
+                LockRelease(&tag, ExclusiveLock, false);
+                wait_for(f.writer);
+                (void)LockAcquire(&tag, ExclusiveLock, false, false);
+            }
+            if (f.found) {
+                simple_heap_delete(h->heap, &f.tid);
+                ++removed;
+            }
+            LockRelease(&tag, ExclusiveLock, false);
+        }
+        CHECK_FOR_INTERRUPTS();
+    }
+    pfree(hashes);
+    return removed;
+}
+
 void release(Site* site) {
     // While a (sub)transaction aborts, its locks go with it; and a lock is
     // released by the resource owner that took it (a statement's locks
@@ -446,6 +492,51 @@ std::int64_t forget(FunctionCallInfo fcinfo) {
 
 FENCING_FUNCTION(fencing_forget_tombstones) {
     return guarded("fencing.forget_tombstones", [&]() -> Datum { PG_RETURN_INT64(forget(fcinfo)); });
+}
+
+// fencing.sql_drop(): the event trigger fencing_sql_drop. Every table the
+// command dropped loses its tombstones, in the dropping transaction (a DROP
+// rolled back keeps them), so that a table that later gets its OID does not
+// meet them. It runs with the rights of the role that runs the DDL, which
+// needs nothing of fencing: the module removes them. Nothing to do when
+// fencing.tombstones itself is gone (DROP EXTENSION).
+FENCING_FUNCTION(fencing_sql_drop) {
+    return guarded("fencing.sql_drop", [&]() -> Datum {
+        if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+            ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                            errmsg("fencing.sql_drop() was not called by the event trigger manager")));
+        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
+        // Every DROP of the database comes here: the query is planned once
+        // per session.
+        static SPIPlanPtr dropped_tables = nullptr;
+        if (dropped_tables == nullptr) {
+            SPIPlanPtr plan = SPI_prepare("SELECT objid FROM pg_catalog.pg_event_trigger_dropped_objects() "
+                                          "WHERE classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
+                                          "AND objsubid = 0 AND object_type = 'table'",
+                                          0, nullptr);
+            if (plan == nullptr || SPI_keepplan(plan) != 0) elog(ERROR, "could not plan the query of dropped tables");
+            dropped_tables = plan;
+        }
+        if (SPI_execute_plan(dropped_tables, nullptr, nullptr, true, 0) != SPI_OK_SELECT)
+            elog(ERROR, "could not read the objects the command dropped");
+        const int n = static_cast<int>(SPI_processed);
+        Oid* dropped = static_cast<Oid*>(SPI_palloc(sizeof(Oid) * (n + 1)));
+        int m = 0;
+        for (int i = 0; i < n; ++i) {
+            bool isnull = true;
+            const Datum d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+            if (!isnull) dropped[m++] = DatumGetObjectId(d);
+        }
+        SPI_finish();
+        if (m == 0) PG_RETURN_VOID();
+        const Oid nsp = get_namespace_oid("fencing", true);
+        const Oid tombstones_rel = OidIsValid(nsp) ? get_relname_relid("tombstones", nsp) : InvalidOid;
+        if (!OidIsValid(tombstones_rel)) PG_RETURN_VOID();
+        for (int i = 0; i < m; ++i)
+            if (dropped[i] == tombstones_rel) PG_RETURN_VOID();
+        for (int i = 0; i < m; ++i) (void)remove_table(dropped[i]);
+        PG_RETURN_VOID();
+    });
 }
 
 // fencing.tombstone_key_problem(tbl regclass): why the table's primary key

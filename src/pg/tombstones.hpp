@@ -5,7 +5,8 @@
 // Written by the module under the writer's own transaction (an aborted
 // DELETE leaves none; no privilege of the writer is needed), read as
 // committed or in progress (never through the writer's snapshot), and
-// removed by fencing.forget_tombstones(). See docs/design.md, "Tombstones",
+// removed by fencing.forget_tombstones() and with their table (the event
+// trigger fencing_sql_drop). See docs/design.md, "Tombstones",
 // for the lock that keeps a DELETE and an INSERT of one key running at once
 // from missing each other.
 #pragma once
@@ -59,6 +60,10 @@ std::optional<std::int64_t> claim(Relation rel, std::uint64_t hash, Site* site, 
 // Records that the row of REL with key HASH was deleted with TOKEN (keeping
 // a newer tombstone's token).
 void record(Relation rel, std::uint64_t hash, std::int64_t token);
+
+// Removes every tombstone of RELID, a table being dropped (it is locked, so
+// none of its rows is being written); returns how many.
+std::int64_t remove_table(Oid relid);
 
 // Releases the key locks SITE holds (those of the current resource owner;
 // the others go with their owner, at the end of the (sub)transaction).

@@ -27,6 +27,14 @@ namespace {
 
 constexpr const char* kProtectHint = "Install the trigger with fencing.protect(table).";
 
+// Whether ROLE may assign the token column (INSERT, UPDATE), as checked
+// once per call site: -1 not checked yet, 0 no, 1 yes.
+struct TokenAcl {
+    Oid role;
+    signed char may_insert;
+    signed char may_update;
+};
+
 // Per query and trigger call site (fn_extra): the relation's column position
 // and settings, recomputed whenever the relation or its descriptor changes,
 // so ALTER TABLE between statements is always seen.
@@ -43,11 +51,11 @@ struct CallSite {
     // the DELETE trigger for it, which is part of the accepted UPDATE.
     bool moved_row_valid;
     ItemPointerData moved_row;
-    // Whether acl_user may assign the token column (INSERT, UPDATE) when the
-    // token comes from fencing.token: -1 not checked yet, 0 no, 1 yes.
-    Oid acl_user;
-    signed char may_insert_token;
-    signed char may_update_token;
+    // Whether the current role, and inside a referential action the
+    // session's role, may assign the token column (INSERT, UPDATE) when the
+    // token comes from fencing.token.
+    TokenAcl acl_current;
+    TokenAcl acl_outer;
     // Tombstones (the fifth argument): the primary key, built at the first
     // row that needs it, and the key lock of the previous row (kept across
     // rebuilds: it belongs to the row, not to the descriptor).
@@ -132,8 +140,7 @@ void build_call_site(CallSite* cs, TriggerData* td) {
     cs->later_insert_trigger = cs->later_update_trigger = false;
     cs->later_name[0] = '\0';
     cs->moved_row_valid = false;
-    cs->acl_user = InvalidOid;
-    cs->may_insert_token = cs->may_update_token = -1;
+    cs->acl_current = cs->acl_outer = TokenAcl{InvalidOid, -1, -1};
     // Triggers fire in name order. A BEFORE ROW trigger that fires after ours
     // could rewrite the token after the check: refuse writes rather than
     // accept a stale one.
@@ -278,21 +285,49 @@ bool may_read_column(Relation rel, AttrNumber attnum) {
     pg_unreachable();
 }
 
-// Whether the current role may assign the token column with NEEDED (INSERT
-// or UPDATE): as the executor checks a column, the table's privilege or the
-// column's own. Checked once per call site and role.
-bool may_assign_token(CallSite* cs, Relation rel, AclMode needed) {
-    if (cs->acl_user != GetUserId()) {
-        cs->acl_user = GetUserId();
-        cs->may_insert_token = cs->may_update_token = -1;
-    }
-    signed char* may = needed == ACL_INSERT ? &cs->may_insert_token : &cs->may_update_token;
+// Whether ROLE may assign the token column with NEEDED (INSERT or UPDATE):
+// as the executor checks a column, the table's privilege or the column's
+// own. Checked once per call site and role.
+bool may_assign_token(TokenAcl* acl, Oid role, Relation rel, AttrNumber attnum, AclMode needed) {
+    if (acl->role != role) *acl = TokenAcl{role, -1, -1};
+    signed char* may = needed == ACL_INSERT ? &acl->may_insert : &acl->may_update;
     if (*may < 0)
-        *may = pg_class_aclcheck(RelationGetRelid(rel), cs->acl_user, needed) == ACLCHECK_OK ||
-                       pg_attribute_aclcheck(RelationGetRelid(rel), cs->attnum, cs->acl_user, needed) == ACLCHECK_OK
+        *may = pg_class_aclcheck(RelationGetRelid(rel), role, needed) == ACLCHECK_OK ||
+                       pg_attribute_aclcheck(RelationGetRelid(rel), attnum, role, needed) == ACLCHECK_OK
                    ? 1
                    : 0;
     return *may == 1;
+}
+
+// Whether the trigger fires inside a referential action of a foreign key
+// (ON UPDATE CASCADE, ON DELETE CASCADE / SET NULL / SET DEFAULT), or in
+// anything that runs within one. PostgreSQL runs the action's query as the
+// owner of the table it writes (ri_triggers.c, ri_PerformCheck) and marks
+// the security context with SECURITY_NOFORCE_RLS, which nothing else in
+// PostgreSQL sets and which every context nested in the query inherits
+// (security definer functions and security-restricted operations add their
+// flags to it).
+bool in_referential_action() {
+    Oid user = InvalidOid;
+    int context = 0;
+    GetUserIdAndSecContext(&user, &context);
+    return (context & SECURITY_NOFORCE_RLS) != 0;
+}
+
+// The role that may not assign the token column with NEEDED although the
+// write takes its token from fencing.token, or InvalidOid: the current
+// role, as for any column a write assigns; inside a referential action the
+// session's role as well. The action runs as the referencing table's owner,
+// but its token is the choice of the role whose statement set it off, and
+// that role must not stamp into rows it may not write a token of its
+// choosing (nor record one as a tombstone).
+Oid role_denied_token(CallSite* cs, Relation rel, AclMode needed) {
+    const Oid current = GetUserId();
+    if (!may_assign_token(&cs->acl_current, current, rel, cs->attnum, needed)) return current;
+    if (!in_referential_action()) return InvalidOid;
+    const Oid outer = GetOuterUserId();
+    if (outer != current && !may_assign_token(&cs->acl_outer, outer, rel, cs->attnum, needed)) return outer;
+    return InvalidOid;
 }
 
 Datum enforce(FunctionCallInfo fcinfo) {
@@ -381,6 +416,18 @@ Datum enforce(FunctionCallInfo fcinfo) {
     std::uint64_t old_key = 0, new_key = 0;
     bool removes_key = false;
     if (cs->use_tombstones) {
+        // Not for a temporary table (protect() gives it none; a check made by
+        // hand could ask for them): PostgreSQL drops it at the end of its
+        // session without event triggers, and its tombstones would stay.
+        if (rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
+            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                            errmsg("temporary table \"%s\" cannot have tombstones", RelationGetRelationName(rel)),
+                            errdetail("Trigger \"%s\" asks for tombstones; PostgreSQL drops a temporary table at the end "
+                                      "of its session without running event triggers, so its tombstones would "
+                                      "outlive it.",
+                                      trig->tgname),
+                            errhint("Protect it with fencing.protect(table), which gives a temporary table no "
+                                    "tombstones.")));
         if (!cs->key.built) tombstones::build_key(&cs->key, rel, fcinfo->flinfo->fn_mcxt);
         if (!cs->key.usable)
             ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -429,7 +476,8 @@ Datum enforce(FunctionCallInfo fcinfo) {
         // token into the row would, it needs UPDATE on the token column (a
         // role with DELETE alone must not bar a key with a token of its
         // choosing). An UPDATE's token was checked as it was assigned.
-        if (ev == core::WriteEvent::del && !may_assign_token(cs, rel, ACL_UPDATE))
+        const Oid denied = ev == core::WriteEvent::del ? role_denied_token(cs, rel, ACL_UPDATE) : InvalidOid;
+        if (OidIsValid(denied) && denied == GetUserId())
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                             errmsg("permission denied for column \"%s\" of relation \"%s\"",
                                    NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
@@ -438,14 +486,44 @@ Datum enforce(FunctionCallInfo fcinfo) {
                                       "needs the UPDATE privilege on column \"%s\".",
                                       NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname)),
                             errhint("Grant the role UPDATE on the token column, or delete with a role that has it.")));
+        if (OidIsValid(denied))
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                            errmsg("permission denied for column \"%s\" of relation \"%s\"",
+                                   NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
+                            errdetail("The DELETE is a referential action, run as the table's owner but set off in a "
+                                      "session of role \"%s\"; it records its fence token from fencing.token for the "
+                                      "deleted key (a tombstone), which a later INSERT of the key must beat, and that "
+                                      "needs the UPDATE privilege on column \"%s\" for the session's role too.",
+                                      GetUserNameFromId(denied, false),
+                                      NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname)),
+                            errhint("Grant role \"%s\" UPDATE on the token column, or run the statement with a role "
+                                    "that has it.",
+                                    GetUserNameFromId(denied, false))));
         tombstones::record(rel, old_key, *d.incoming);
     }
     if (d.fill_row && d.incoming) {
         // The token comes from fencing.token and is written into the token
         // column: the role must be allowed to assign that column, as if it
         // had named it (a role with UPDATE (balance) only must not stamp any
-        // token it likes into the row). Checked once per call site and role.
-        if (!may_assign_token(cs, rel, ev == core::WriteEvent::insert ? ACL_INSERT : ACL_UPDATE))
+        // token it likes into the row). Checked once per call site and role;
+        // inside a referential action for the session's role too.
+        const bool inserting = ev == core::WriteEvent::insert;
+        const Oid denied = role_denied_token(cs, rel, inserting ? ACL_INSERT : ACL_UPDATE);
+        if (OidIsValid(denied) && denied != GetUserId())
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                            errmsg("permission denied for column \"%s\" of relation \"%s\"",
+                                   NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
+                            errdetail("The write is a referential action, run as the table's owner but set off in a "
+                                      "session of role \"%s\"; it takes its fence token from fencing.token, which is "
+                                      "written into column \"%s\", and that needs the %s privilege on the column for "
+                                      "the session's role too.",
+                                      GetUserNameFromId(denied, false),
+                                      NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname),
+                                      inserting ? "INSERT" : "UPDATE"),
+                            errhint("Grant role \"%s\" %s on the token column, or run the statement with a role that "
+                                    "has it.",
+                                    GetUserNameFromId(denied, false), inserting ? "INSERT" : "UPDATE")));
+        if (OidIsValid(denied))
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                             errmsg("permission denied for column \"%s\" of relation \"%s\"",
                                    NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),

@@ -4,9 +4,11 @@
 -- a stored token (fence_state, token_seq), cannot move the counter for a table
 -- it does not own, cannot protect or unprotect other roles' tables, cannot
 -- take or release a fencing lock through pg_advisory_* (separate key space),
--- and does not see other roles' tokens in fencing.locks. Hostile objects in
--- public and pg_temp change no result of fencing's functions. No function of
--- schema fencing is SECURITY DEFINER, and the PL/pgSQL ones pin search_path.
+-- does not see other roles' tokens in fencing.locks, and cannot stamp a token
+-- of its choosing into protected rows through a foreign key's referential
+-- action. Hostile objects in public and pg_temp change no result of
+-- fencing's functions. No function of schema fencing is SECURITY DEFINER,
+-- and the PL/pgSQL ones pin search_path.
 --
 -- Everything runs in one transaction that is rolled back (roles included);
 -- only acquisitions leave traces (fence_state rows of 't50:*' resources, the
@@ -23,7 +25,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(127);
+SELECT plan(134);
 
 SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dblink;
@@ -336,6 +338,52 @@ SELECT ok(t50.detail_as('fencing_t50_tokcol', $q$UPDATE public.t50_owned SET v =
 SELECT ok(t50.detail_as('fencing_t50_intruder', $q$UPDATE public.t50_owned SET v = 'x', fence_token = 5 WHERE id = 1$q$)
           LIKE '%stored token 100%(id)=(1)%',
           'a role with SELECT on the table sees the stored token and the key');
+
+--------------------------------------------------------------------------------
+-- 3c. Referential actions. PostgreSQL runs them as the referencing table's
+-- owner; a token they take from fencing.token is checked for the session's
+-- role as well, as if it had written the protected rows itself.
+--------------------------------------------------------------------------------
+SET LOCAL client_min_messages = warning;
+CREATE ROLE fencing_t50_parent NOLOGIN;
+RESET client_min_messages;
+CREATE TABLE public.t50_cust (id int PRIMARY KEY, name text);
+CREATE TABLE public.t50_ord (id int PRIMARY KEY,
+                             cust_id int REFERENCES public.t50_cust ON UPDATE CASCADE ON DELETE CASCADE,
+                             amount int, fence_token fencing.token);
+CREATE TABLE public.t50_ord_null (id int PRIMARY KEY, cust_id int REFERENCES public.t50_cust ON DELETE SET NULL,
+                                  fence_token fencing.token);
+ALTER TABLE public.t50_cust OWNER TO fencing_t50_owner;
+ALTER TABLE public.t50_ord OWNER TO fencing_t50_owner;
+ALTER TABLE public.t50_ord_null OWNER TO fencing_t50_owner;
+SELECT fencing.protect('public.t50_ord');
+SELECT fencing.protect('public.t50_ord_null');
+INSERT INTO public.t50_cust VALUES (1, 'a'), (2, 'b'), (3, 'c');
+INSERT INTO public.t50_ord VALUES (10, 1, 5, 1000), (20, 2, 5, 1000);
+INSERT INTO public.t50_ord_null VALUES (30, 3, 1000);
+GRANT SELECT, UPDATE, DELETE ON public.t50_cust TO fencing_t50_parent;
+SELECT is(t50.state_as('fencing_t50_parent',
+          $q$SET LOCAL fencing.token = '9223372036854775807'; UPDATE public.t50_cust SET id = 11 WHERE id = 1$q$), '42501',
+          'ON UPDATE CASCADE cannot stamp the token of a role without UPDATE on the referencing token column');
+SELECT is(t50.state_as('fencing_t50_parent',
+          $q$SET LOCAL fencing.token = '9223372036854775806'; DELETE FROM public.t50_cust WHERE id = 2$q$), '42501',
+          'ON DELETE CASCADE cannot record its token as a tombstone');
+SELECT is(t50.state_as('fencing_t50_parent',
+          $q$SET LOCAL fencing.token = '9223372036854775805'; DELETE FROM public.t50_cust WHERE id = 3$q$), '42501',
+          'ON DELETE SET NULL cannot stamp it either');
+SELECT is(t50.state_as('fencing_t50_parent', $q$UPDATE public.t50_cust SET id = 11 WHERE id = 1$q$), '23T01',
+          'without a transaction token the referential action is judged as before');
+SELECT is(t50.state_as('fencing_t50_owner',
+          $q$SET LOCAL fencing.token = '2000'; UPDATE public.t50_cust SET id = 11 WHERE id = 1;
+             DELETE FROM public.t50_cust WHERE id IN (2, 3)$q$), '00000',
+          'the owner''s referential actions with a newer token are accepted');
+GRANT UPDATE (fence_token) ON public.t50_ord, public.t50_ord_null TO fencing_t50_parent;
+SELECT is(t50.state_as('fencing_t50_parent',
+          $q$SET LOCAL fencing.token = '2000'; UPDATE public.t50_cust SET id = 11 WHERE id = 1;
+             DELETE FROM public.t50_cust WHERE id IN (2, 3)$q$), '00000',
+          'and so are those of a role granted UPDATE on the token column');
+SELECT is((SELECT string_agg(id || ':' || fence_token, ',' ORDER BY id) FROM public.t50_ord), '10:1000,20:1000',
+          'the referencing rows are unchanged');
 
 --------------------------------------------------------------------------------
 -- 4. SECURITY DEFINER and search_path.

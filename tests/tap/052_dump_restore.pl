@@ -169,7 +169,7 @@ for my $db (@restored)
 		"$db: the trigger is on every table and partition");
 	is(sql($db, q{SELECT string_agg(e.evtname || ':' || e.evtenabled::text, ',' ORDER BY e.evtname) FROM pg_event_trigger e
 		JOIN pg_depend d ON d.classid = 'pg_event_trigger'::regclass AND d.objid = e.oid AND d.deptype = 'e'}),
-		'fencing_ddl_command_end:O,fencing_ddl_command_start:O', "$db: the extension's event triggers, once each");
+		'fencing_ddl_command_end:O,fencing_ddl_command_start:O,fencing_sql_drop:O', "$db: the extension's event triggers, once each");
 	is(sql($db, q{SELECT count(*) FROM fencing.tombstones}), '0', "$db: tombstones are not dumped");
 	my $l = sql($db, q{SELECT fence_token FROM ledger_2026 WHERE id = 1});
 	my ($st) = psql_state($db, "UPDATE ledger SET amount = 0, fence_token = $l WHERE id = 1");
