@@ -36,7 +36,7 @@ $$;
 SELECT p.oid::regprocedure AS function, pg_get_function_arguments(p.oid) AS arguments
   FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
  WHERE n.nspname = 'fencing' AND p.proname IN ('acquire', 'try_acquire', 'acquire_xact', 'try_acquire_xact')
- ORDER BY 1::text;
+ ORDER BY p.oid;  -- the order they were created in
 
 --------------------------------------------------------------------------------
 -- Argument checks: lock_delay 0 .. 1 minute (22023), permits 1 .. 1000

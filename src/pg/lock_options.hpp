@@ -99,7 +99,12 @@ void record_hold(const Resource& r, std::uint64_t key, std::int64_t token, bool 
 void lock_or_report(const Resource& r, const LOCKTAG& tag, LOCKMODE mode, bool session, std::int64_t wait_ms);
 [[noreturn]] void report_lock_not_acquired(const Resource& r, std::int64_t wait_ms);
 bool drain_guard_of(const Resource& r, std::int64_t wait_ms);
-void give_up_wait(const LOCKTAG& tag, LOCKMODE mode, bool session, bool held_before);
+// Waits for a lock, at most wait_ms (> 0; < 0: no bound of its own); false
+// when that bound elapsed (the wait is abandoned, nothing is held). Other
+// errors (lock_timeout, the deadlock detector, a cancel) propagate.
+bool wait_for_lock(const LOCKTAG& tag, LOCKMODE mode, bool session, std::int64_t wait_ms);
+// Milliseconds since `since`.
+std::int64_t elapsed_ms(TimestampTz since);
 bool regrant_in_statement(const Resource& r, const LOCKTAG& rtag, bool session);
 // 55006 when this transaction validated a token of the resource (a new
 // token is issued only after such transactions end).

@@ -93,35 +93,7 @@ void lock_resource(const Resource& r, const LOCKTAG& tag, LOCKMODE mode, bool se
         if (LockAcquire(&tag, mode, session, true) == LOCKACQUIRE_NOT_AVAIL) report_not_acquired(r, 0);
         return;
     }
-    // Without a bound, lock_timeout, statement_timeout and the deadlock
-    // detector apply as usual. A bounded wait is a lock_timeout for this one
-    // wait (the session's own lock_timeout still applies when shorter).
-    const bool held_before = held_by_me(tag, mode);
-    const int saved = LockTimeout;
-    const bool ours = wait_ms > 0 && (saved <= 0 || wait_ms < saved);
-    MemoryContext caller = CurrentMemoryContext;
-    if (ours) LockTimeout = static_cast<int>(wait_ms);
-    bool timed_out = false;
-    PG_TRY();
-    { (void)LockAcquire(&tag, mode, session, false); }
-    PG_CATCH();
-    {
-        LockTimeout = saved;
-        abandon_wait(tag, mode, session, held_before);
-        if (ours) {
-            MemoryContextSwitchTo(caller);
-            ErrorData* e = CopyErrorData();
-            if (e->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE) {
-                FlushErrorState();
-                timed_out = true;
-            }
-            FreeErrorData(e);
-        }
-        if (!timed_out) PG_RE_THROW();
-    }
-    PG_END_TRY();
-    LockTimeout = saved;
-    if (timed_out) report_not_acquired(r, wait_ms);
+    if (!wait_for_lock(tag, mode, session, wait_ms)) report_not_acquired(r, wait_ms);
 }
 
 // Waits until no transaction that validate()d a token of the resource is still
@@ -583,14 +555,49 @@ FENCING_FUNCTION(fencing_advance_past) {
 // What the acquisitions with options (pg/permits.cpp, pg/shared_holds.cpp)
 // share with the plain one.
 namespace fencing::pg {
+bool wait_for_lock(const LOCKTAG& tag, LOCKMODE mode, bool session, std::int64_t wait_ms) {
+    // Without a bound (wait_ms < 0), lock_timeout, statement_timeout and the
+    // deadlock detector apply as usual. A bounded wait is a lock_timeout for
+    // this one wait (the session's own lock_timeout still applies when
+    // shorter).
+    const bool held_before = held_by_me(tag, mode);
+    const int saved = LockTimeout;
+    const bool ours = wait_ms > 0 && (saved <= 0 || wait_ms < saved);
+    MemoryContext caller = CurrentMemoryContext;
+    if (ours) LockTimeout = static_cast<int>(wait_ms);
+    bool timed_out = false;
+    PG_TRY();
+    { (void)LockAcquire(&tag, mode, session, false); }
+    PG_CATCH();
+    {
+        LockTimeout = saved;
+        abandon_wait(tag, mode, session, held_before);
+        if (ours) {
+            MemoryContextSwitchTo(caller);
+            ErrorData* e = CopyErrorData();
+            if (e->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE) {
+                FlushErrorState();
+                timed_out = true;
+            }
+            FreeErrorData(e);
+        }
+        if (!timed_out) PG_RE_THROW();
+    }
+    PG_END_TRY();
+    LockTimeout = saved;
+    return !timed_out;
+}
+std::int64_t elapsed_ms(TimestampTz since) {
+    long secs = 0;
+    int usecs = 0;
+    TimestampDifference(since, GetCurrentTimestamp(), &secs, &usecs);
+    return static_cast<std::int64_t>(secs) * 1000 + usecs / 1000;
+}
 void lock_or_report(const Resource& r, const LOCKTAG& tag, LOCKMODE mode, bool session, std::int64_t wait_ms) {
     lock_resource(r, tag, mode, session, wait_ms);
 }
 void report_lock_not_acquired(const Resource& r, std::int64_t wait_ms) { report_not_acquired(r, wait_ms); }
 bool drain_guard_of(const Resource& r, std::int64_t wait_ms) { return drain_guard(r, wait_ms); }
-void give_up_wait(const LOCKTAG& tag, LOCKMODE mode, bool session, bool held_before) {
-    abandon_wait(tag, mode, session, held_before);
-}
 bool regrant_in_statement(const Resource& r, const LOCKTAG& rtag, bool session) {
     return same_statement_regrant(r, rtag, session);
 }

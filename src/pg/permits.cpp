@@ -89,12 +89,6 @@ LOCKTAG count_mark(std::uint64_t base, std::int32_t permits) {
     pg_unreachable();
 }
 
-std::int64_t elapsed_ms(TimestampTz since) {
-    long secs = 0;
-    int usecs = 0;
-    TimestampDifference(since, GetCurrentTimestamp(), &secs, &usecs);
-    return static_cast<std::int64_t>(secs) * 1000 + usecs / 1000;
-}
 
 // Whether another session holds tag in a mode that conflicts with `probe`
 // (which is taken without waiting and given back at once).
@@ -113,36 +107,6 @@ std::int32_t take_free_permit(const PermitNames& pn, std::int32_t n, LOCKMODE mo
     return 0;
 }
 
-// Waits at most wait_ms (> 0) for tag; false when the time ran out. The
-// session's lock_timeout, when shorter, raises its error as usual.
-bool wait_for_lock(const LOCKTAG& tag, LOCKMODE mode, bool session, std::int64_t wait_ms) {
-    const bool held_before = held_by_me(tag, mode);
-    const int saved = LockTimeout;
-    const bool ours = saved <= 0 || wait_ms < saved;
-    MemoryContext caller = CurrentMemoryContext;
-    if (ours) LockTimeout = static_cast<int>(wait_ms);
-    bool timed_out = false;
-    PG_TRY();
-    { (void)LockAcquire(&tag, mode, session, false); }
-    PG_CATCH();
-    {
-        LockTimeout = saved;
-        give_up_wait(tag, mode, session, held_before);
-        if (ours) {
-            MemoryContextSwitchTo(caller);
-            ErrorData* e = CopyErrorData();
-            if (e->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE) {
-                FlushErrorState();
-                timed_out = true;
-            }
-            FreeErrorData(e);
-        }
-        if (!timed_out) PG_RE_THROW();
-    }
-    PG_END_TRY();
-    LockTimeout = saved;
-    return !timed_out;
-}
 
 // The permit to wait for in this round: the one granted longest ago.
 std::int32_t choose_permit(const PermitNames& pn, std::int32_t n, std::int32_t round) {

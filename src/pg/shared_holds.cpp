@@ -36,12 +36,6 @@ namespace {
     pg_unreachable();
 }
 
-std::int64_t elapsed_ms(TimestampTz since) {
-    long secs = 0;
-    int usecs = 0;
-    TimestampDifference(since, GetCurrentTimestamp(), &secs, &usecs);
-    return static_cast<std::int64_t>(secs) * 1000 + usecs / 1000;
-}
 
 // What is left of a wait of wait_ms begun at since (-1: unbounded; at least 1).
 std::int64_t left_of(std::int64_t wait_ms, TimestampTz since) {
