@@ -175,4 +175,27 @@ inline XLogRecPtr sync_standbys_flushed() {
     return flushed;
 }
 
+// Shared memory and LWLocks of a preloaded library are requested from the
+// shmem_request_hook from 15 on (15 added it, and refuses requests made
+// elsewhere); before 15, from _PG_init itself. request_shared_memory(fn)
+// arranges for fn to make its requests at the right moment.
+using ShmemRequest = void (*)();
+inline ShmemRequest pending_shmem_request = nullptr;
+#if PG_VERSION_NUM >= 150000
+inline shmem_request_hook_type previous_shmem_request_hook = nullptr;
+inline void run_shmem_request() {
+    if (previous_shmem_request_hook) previous_shmem_request_hook();
+    if (pending_shmem_request) pending_shmem_request();
+}
+#endif
+inline void request_shared_memory(ShmemRequest fn) {
+#if PG_VERSION_NUM >= 150000
+    pending_shmem_request = fn;
+    previous_shmem_request_hook = shmem_request_hook;
+    shmem_request_hook = run_shmem_request;
+#else
+    fn();
+#endif
+}
+
 }  // namespace fencing::pg::compat

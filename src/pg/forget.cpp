@@ -16,6 +16,7 @@
 // implies a durable deletion of the old one.
 #include "pg/bridge.hpp"
 #include "pg/catalog_ids.hpp"
+#include "pg/events.hpp"
 #include "pg/lock_tags.hpp"
 #include "pg/resource_rows.hpp"
 
@@ -109,7 +110,7 @@ std::int64_t forget(FunctionCallInfo fcinfo) {
             const std::int64_t key = DatumGetInt64(heap_getattr(tup, kAttKey, d, &isnull));
             if (isnull) continue;
             const LOCKTAG tag = resource_tag(static_cast<std::uint64_t>(key));
-            if (held_by_me(tag, kSessionMode) || held_by_me(tag, kXactMode)) continue;
+            if (held_by_me(tag, kSessionMode) || held_by_me(tag, kXactMode) || held_by_me(tag, kSharedMode)) continue;
             // Held or awaited by anyone (or no lock memory left): skip it.
             // Kept until the transaction ends, so that no acquisition can
             // record a grant in a row whose deletion is not yet committed.
@@ -125,6 +126,7 @@ std::int64_t forget(FunctionCallInfo fcinfo) {
     for (int i = 0; i < n; ++i) forgotten += delete_idle_rows(rel, index, cand[i].key, cutoff);
     table_close(rel, RowExclusiveLock);
     pfree(cand);
+    events::forgotten(forgotten);
     return forgotten;
 }
 

@@ -23,6 +23,12 @@ inline constexpr uint16 kGuardTagKind = 0x7E03;     // (db, key hi, key lo): val
 // (db, hash of table and primary key): a key of a protected table while a
 // write creates or removes it (tombstones.cpp).
 inline constexpr uint16 kTombstoneTagKind = 0x7E10;
+// Tags of the options of 1.1 (pg/lock_options.hpp); 0x7E04 .. 0x7E08 = 32260 .. 32264.
+inline constexpr uint16 kDelayTagKind = 0x7E04;     // (db, end of delay in s, key lo): a lost grant in its delay
+inline constexpr uint16 kPermitsHeldTagKind = 0x7E05;  // (db, key hi, key lo): some permit of the resource is held
+inline constexpr uint16 kPermitCountTagKind = 0x7E06;  // (db, key hi, key lo ^ N): a permit held with count N
+inline constexpr uint16 kSharedXactTagKind = 0x7E07;   // (db, key hi, key lo): a shared hold is transaction-scoped
+inline constexpr uint16 kPermitQueueTagKind = 0x7E08;  // (db, key hi, key lo): waiters for a permit
 
 // Session holds take the resource in ExclusiveLock, transaction holds in
 // ShareRowExclusiveLock: the two conflict with each other and with
@@ -30,9 +36,18 @@ inline constexpr uint16 kTombstoneTagKind = 0x7E10;
 // scope apart.
 inline constexpr LOCKMODE kSessionMode = ExclusiveLock;
 inline constexpr LOCKMODE kXactMode = ShareRowExclusiveLock;
-// Token tags are held in ExclusiveLock; validate() probes them with ShareLock.
+// Shared holds take the resource in ShareLock, in either scope: it conflicts
+// with both exclusive modes, not with itself. Their token tag is held in
+// RowExclusiveLock, which validate()'s probe does not conflict with: a shared
+// hold shares the latest exclusive token, and must not make it valid again
+// once the exclusive grant is over (a lost writer would pass validate()).
+inline constexpr LOCKMODE kSharedMode = ShareLock;
+inline constexpr LOCKMODE kTokenSharedMode = RowExclusiveLock;
+// Token tags are held in ExclusiveLock by exclusive grants and permits;
+// validate() probes them with RowExclusiveLock, which conflicts with that
+// and neither with shared holders nor with other probes.
 inline constexpr LOCKMODE kTokenHoldMode = ExclusiveLock;
-inline constexpr LOCKMODE kTokenProbeMode = ShareLock;
+inline constexpr LOCKMODE kTokenProbeMode = RowExclusiveLock;
 // A successful validate() holds the resource's guard tag in ShareLock until its
 // transaction ends; every acquisition takes (and at once releases) the guard
 // in ExclusiveLock before it issues a new token, so no transaction that
@@ -56,6 +71,13 @@ inline LOCKTAG token_tag(std::int64_t token) {
 inline LOCKTAG guard_tag(std::uint64_t key) {
     LOCKTAG tag;
     SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, core::key_high(key), core::key_low(key), kGuardTagKind);
+    return tag;
+}
+
+// A tag of one of the 1.1 kinds over (hi, lo).
+inline LOCKTAG option_tag(uint16 kind, std::uint32_t hi, std::uint32_t lo) {
+    LOCKTAG tag;
+    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, hi, lo, kind);
     return tag;
 }
 

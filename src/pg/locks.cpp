@@ -7,7 +7,9 @@
 // transaction ends, however it ends.
 #include "pg/args.hpp"
 #include "pg/bridge.hpp"
+#include "pg/events.hpp"
 #include "pg/fence_state.hpp"
+#include "pg/lock_options.hpp"
 #include "pg/lock_tags.hpp"
 #include "pg/session.hpp"
 
@@ -91,35 +93,7 @@ void lock_resource(const Resource& r, const LOCKTAG& tag, LOCKMODE mode, bool se
         if (LockAcquire(&tag, mode, session, true) == LOCKACQUIRE_NOT_AVAIL) report_not_acquired(r, 0);
         return;
     }
-    // Without a bound, lock_timeout, statement_timeout and the deadlock
-    // detector apply as usual. A bounded wait is a lock_timeout for this one
-    // wait (the session's own lock_timeout still applies when shorter).
-    const bool held_before = held_by_me(tag, mode);
-    const int saved = LockTimeout;
-    const bool ours = wait_ms > 0 && (saved <= 0 || wait_ms < saved);
-    MemoryContext caller = CurrentMemoryContext;
-    if (ours) LockTimeout = static_cast<int>(wait_ms);
-    bool timed_out = false;
-    PG_TRY();
-    { (void)LockAcquire(&tag, mode, session, false); }
-    PG_CATCH();
-    {
-        LockTimeout = saved;
-        abandon_wait(tag, mode, session, held_before);
-        if (ours) {
-            MemoryContextSwitchTo(caller);
-            ErrorData* e = CopyErrorData();
-            if (e->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE) {
-                FlushErrorState();
-                timed_out = true;
-            }
-            FreeErrorData(e);
-        }
-        if (!timed_out) PG_RE_THROW();
-    }
-    PG_END_TRY();
-    LockTimeout = saved;
-    if (timed_out) report_not_acquired(r, wait_ms);
+    if (!wait_for_lock(tag, mode, session, wait_ms)) report_not_acquired(r, wait_ms);
 }
 
 // Waits until no transaction that validate()d a token of the resource is still
@@ -137,7 +111,7 @@ bool drain_guard(const Resource& r, std::int64_t wait_ms) {
     return true;
 }
 
-bool holds_resource(const LOCKTAG& tag) { return held_by_me(tag, kSessionMode) || held_by_me(tag, kXactMode); }
+bool holds_resource(const LOCKTAG& tag) { return holds_any_mode(tag); }
 
 // Whether the lock this session holds on the resource's key is in fact held
 // for another resource whose name has the same key (a collision). The hold's
@@ -185,6 +159,11 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
         ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
                         errmsg("cannot acquire a fencing lock during recovery"),
                         errhint("Acquire fencing locks on the primary.")));
+    const core::LockOptions opts = lock_options_arg(fcinfo, try_only);
+    if (opts.permits > 0 || opts.shared) {
+        const AcquireCall call{r, session, try_only, wait_ms, lease_ms, reentrant, opts};
+        return opts.permits > 0 ? acquire_permit(call, out) : acquire_shared(call, out);
+    }
 
     const LOCKTAG rtag = resource_tag(r.key);
     const LOCKMODE mode = session ? kSessionMode : kXactMode;
@@ -194,6 +173,7 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
         if (try_only) return false;
         report_held_for_other_resource(r);
     }
+    if (was_held) refuse_upgrade_of_shared(r, rtag);
     if (was_held && !reentrant && !same_statement_regrant(r, rtag, session)) report_already_held(r, session);
     // Only a nested hold of this session's own grant, which keeps its token,
     // goes ahead in a transaction that validated a token of the resource.
@@ -202,11 +182,14 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
 
     if (try_only) {
         if (LockAcquire(&rtag, mode, session, true) == LOCKACQUIRE_NOT_AVAIL) return false;
-    } else {
+    } else if (!events::counting_waits()) {
         lock_resource(r, rtag, mode, session, wait_ms);
+    } else if (LockAcquire(&rtag, mode, session, true) == LOCKACQUIRE_NOT_AVAIL) {
+        events::counted_wait([&] { lock_resource(r, rtag, mode, session, wait_ms); });
     }
 
     std::int64_t token = 0;
+    bool fresh = false;
     bool guarded_busy = false;
     PG_TRY();
     {
@@ -228,12 +211,14 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
                 left = wait_ms - (static_cast<std::int64_t>(secs) * 1000 + usecs / 1000);
                 if (left < 1) left = 1;
             }
-            if (drain_guard(r, left))
+            if (drain_guard(r, left)) {
                 token = issue_token(r.key, r.data, r.len, static_cast<std::int32_t>(lease_ms));
-            else if (try_only)
+                fresh = true;
+            } else if (try_only) {
                 guarded_busy = true;
-            else
+            } else {
                 report_not_acquired(r, 0);  // wait => 0: the lock is not free yet
+            }
         }
         if (guarded_busy) {
             LockRelease(&rtag, mode, session);
@@ -275,13 +260,16 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
         ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
                         errmsg("out of memory recording the fencing lock on resource \"%.*s\"", r.len, r.data)));
     }
+    note_plain_grant(r.key, !was_held, opts.delay_ms);
     apply_leases();
+    if (fresh) events::grant_started(r.key, r.data, r.len, token, session);
     *out = token;
     return true;
 }
 
 // Releases one session hold of r. False when the session holds none.
 bool release_one(const Resource& r) {
+    if (const int done = release_with_options(r); done >= 0) return done > 0;
     const LOCKTAG rtag = resource_tag(r.key);
     if (!held_by_me(rtag, kSessionMode)) {
         // The lock manager is the truth (pg_advisory_unlock_all() and DISCARD
@@ -290,11 +278,15 @@ bool release_one(const Resource& r) {
             ledger().forget(r.key);
         return false;
     }
-    const LOCKTAG ttag = token_tag(token_of_own_hold(r));
+    const std::int64_t token = token_of_own_hold(r);
+    const LOCKTAG ttag = token_tag(token);
     if (held_by_me(ttag, kTokenHoldMode)) LockRelease(&ttag, kTokenHoldMode, true);
     LockRelease(&rtag, kSessionMode, true);
     if (!ledger().release_session(r.key) && !holds_resource(rtag)) ledger().forget(r.key);
-    if (!holds_resource(rtag)) ledger().forget(r.key);
+    if (!holds_resource(rtag)) {
+        ledger().forget(r.key);
+        events::grant_ended(r.key, token);
+    }
     return true;
 }
 
@@ -325,6 +317,14 @@ FENCING_FUNCTION(fencing_acquire) { return acquire_entry(fcinfo, true, false, "f
 FENCING_FUNCTION(fencing_try_acquire) { return acquire_entry(fcinfo, true, true, "fencing.try_acquire"); }
 FENCING_FUNCTION(fencing_acquire_xact) { return acquire_entry(fcinfo, false, false, "fencing.acquire_xact"); }
 FENCING_FUNCTION(fencing_try_acquire_xact) { return acquire_entry(fcinfo, false, true, "fencing.try_acquire_xact"); }
+// The symbols of 1.1's acquire family (sql/fencing--1.0--1.1.sql): the same
+// functions, under names a backend still running the 1.0 module lacks.
+FENCING_FUNCTION(fencing_acquire_with_options) { return acquire_entry(fcinfo, true, false, "fencing.acquire"); }
+FENCING_FUNCTION(fencing_try_acquire_with_options) { return acquire_entry(fcinfo, true, true, "fencing.try_acquire"); }
+FENCING_FUNCTION(fencing_acquire_xact_with_options) { return acquire_entry(fcinfo, false, false, "fencing.acquire_xact"); }
+FENCING_FUNCTION(fencing_try_acquire_xact_with_options) {
+    return acquire_entry(fcinfo, false, true, "fencing.try_acquire_xact");
+}
 
 FENCING_FUNCTION(fencing_release) {
     return guarded("fencing.release", [&]() -> Datum {
@@ -354,14 +354,19 @@ FENCING_FUNCTION(fencing_release_all) {
             const std::uint32_t count = holds[k].count;
             const LOCKTAG rtag = resource_tag(key);
             const LOCKTAG ttag = token_tag(holds[k].token);
+            const HoldModes m = hold_modes(key);
             bool any = false;
-            for (std::uint32_t i = 0; i < count && held_by_me(rtag, kSessionMode); ++i) {
-                if (held_by_me(ttag, kTokenHoldMode)) LockRelease(&ttag, kTokenHoldMode, true);
-                LockRelease(&rtag, kSessionMode, true);
+            for (std::uint32_t i = 0; i < count && held_by_me(rtag, m.session); ++i) {
+                if (held_by_me(ttag, m.token)) LockRelease(&ttag, m.token, true);
+                LockRelease(&rtag, m.session, true);
+                release_hold_extras(key, true);
                 (void)ledger().release_session(key);
                 any = true;
             }
-            if (!holds_resource(rtag)) ledger().forget(key);
+            if (!holds_resource(rtag)) {
+                ledger().forget(key);
+                if (any) events::grant_ended(key, holds[k].token);
+            }
             if (any) ++released;
         }
         apply_leases();
@@ -393,9 +398,12 @@ FENCING_FUNCTION(fencing_validate) {
         const bool guard_new = !held_by_me(gtag, kGuardHoldMode);
         if (guard_new) (void)LockAcquire(&gtag, kGuardHoldMode, false, false);
         StateRow row = read_state(r.key, r.data, r.len);
+        if ((!row.found || row.token != token) && validate_permit(r, token)) PG_RETURN_INT64(token);
         if (!row.found || row.token != token) report_stale(r, token, row, "a newer lock was granted since");
         // The holder of the latest grant keeps a lock on its token: probe it.
         const LOCKTAG ttag = token_tag(token);
+        // Only an exclusive grant's hold counts: a shared hold shares the
+        // latest token and must not make it valid again (lock_tags.hpp).
         bool held = held_by_me(ttag, kTokenHoldMode);
         if (!held) {
             if (LockAcquire(&ttag, kTokenProbeMode, false, true) == LOCKACQUIRE_NOT_AVAIL)
@@ -419,6 +427,7 @@ FENCING_FUNCTION(fencing_validate) {
 FENCING_FUNCTION(fencing_renew) {
     return guarded("fencing.renew", [&]() -> Datum {
         Resource r = resource_arg(fcinfo, 0);
+        r.key = held_key_of(r);  // a permit of the resource, when the session holds one
         const LOCKTAG rtag = resource_tag(r.key);
         if (!holds_resource(rtag)) {
             ledger().forget(r.key);
@@ -542,3 +551,58 @@ FENCING_FUNCTION(fencing_advance_past) {
         PG_RETURN_INT64(a.token);
     });
 }
+
+// What the acquisitions with options (pg/permits.cpp, pg/shared_holds.cpp)
+// share with the plain one.
+namespace fencing::pg {
+bool wait_for_lock(const LOCKTAG& tag, LOCKMODE mode, bool session, std::int64_t wait_ms) {
+    // Without a bound (wait_ms < 0), lock_timeout, statement_timeout and the
+    // deadlock detector apply as usual. A bounded wait is a lock_timeout for
+    // this one wait (the session's own lock_timeout still applies when
+    // shorter).
+    const bool held_before = held_by_me(tag, mode);
+    const int saved = LockTimeout;
+    const bool ours = wait_ms > 0 && (saved <= 0 || wait_ms < saved);
+    MemoryContext caller = CurrentMemoryContext;
+    if (ours) LockTimeout = static_cast<int>(wait_ms);
+    bool timed_out = false;
+    PG_TRY();
+    { (void)LockAcquire(&tag, mode, session, false); }
+    PG_CATCH();
+    {
+        LockTimeout = saved;
+        abandon_wait(tag, mode, session, held_before);
+        if (ours) {
+            MemoryContextSwitchTo(caller);
+            ErrorData* e = CopyErrorData();
+            if (e->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE) {
+                FlushErrorState();
+                timed_out = true;
+            }
+            FreeErrorData(e);
+        }
+        if (!timed_out) PG_RE_THROW();
+    }
+    PG_END_TRY();
+    LockTimeout = saved;
+    return !timed_out;
+}
+std::int64_t elapsed_ms(TimestampTz since) {
+    long secs = 0;
+    int usecs = 0;
+    TimestampDifference(since, GetCurrentTimestamp(), &secs, &usecs);
+    return static_cast<std::int64_t>(secs) * 1000 + usecs / 1000;
+}
+void lock_or_report(const Resource& r, const LOCKTAG& tag, LOCKMODE mode, bool session, std::int64_t wait_ms) {
+    lock_resource(r, tag, mode, session, wait_ms);
+}
+void report_lock_not_acquired(const Resource& r, std::int64_t wait_ms) { report_not_acquired(r, wait_ms); }
+bool drain_guard_of(const Resource& r, std::int64_t wait_ms) { return drain_guard(r, wait_ms); }
+bool regrant_in_statement(const Resource& r, const LOCKTAG& rtag, bool session) {
+    return same_statement_regrant(r, rtag, session);
+}
+void report_held_already(const Resource& r, bool session) { report_already_held(r, session); }
+void refuse_if_validated_here(const Resource& r) {
+    if (held_by_me(guard_tag(r.key), kGuardHoldMode)) report_guarded_here(r);
+}
+}  // namespace fencing::pg

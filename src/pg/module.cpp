@@ -4,6 +4,7 @@
 #include "core/no_postgres.hpp"
 #include "pg/session.hpp"
 #include "pg/settings.hpp"
+#include "pg/stats.hpp"
 
 static_assert(fencing::core::kPureCore, "the core must be built without PostgreSQL headers");
 
@@ -14,6 +15,7 @@ PG_MODULE_MAGIC;
 extern "C" PGDLLEXPORT void _PG_init(void);
 
 void _PG_init(void) {
+    fencing::pg::stats::init();  // before define_settings() reserves the "fencing." prefix
     fencing::pg::define_settings();
     fencing::pg::register_session_callbacks();
 }

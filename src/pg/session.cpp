@@ -18,6 +18,7 @@ extern "C" {
 }
 
 #include "core/lease_clock.hpp"
+#include "pg/events.hpp"
 #include "pg/lock_tags.hpp"
 
 namespace fencing::pg {
@@ -119,7 +120,7 @@ core::LeaseSample sample_backend(std::uint32_t wait_event) {
 bool enforced_held(const Enforced& e) {
     if (e.guard) return held_by_me(guard_tag(e.key), kGuardHoldMode);
     const LOCKTAG tag = resource_tag(e.key);
-    return held_by_me(tag, kSessionMode) || held_by_me(tag, kXactMode);
+    return held_by_me(tag, kSessionMode) || held_by_me(tag, kXactMode) || held_by_me(tag, kSharedMode);
 }
 
 void lease_tick() {
@@ -272,6 +273,7 @@ void name_lease_expiry(ErrorData* edata) {
 }  // namespace
 
 core::HoldLedger& ledger() noexcept { return the_ledger; }
+std::int64_t lease_ending_ms() noexcept { return ended_lease_ms; }
 core::HoldLedger& guard_ledger() noexcept { return the_guards; }
 
 void apply_leases() noexcept {
@@ -295,6 +297,7 @@ void apply_leases() noexcept {
         if (!timer_registered) {
             timer_id = RegisterTimeout(USER_TIMEOUT, lease_tick);
             timer_registered = true;
+            events::leases_enforced();
         }
         if (timer_period_ms == 0) lease_clock.reset();
         enable_timeout_every(timer_id, TimestampTzPlusMilliseconds(GetCurrentTimestamp(), period),

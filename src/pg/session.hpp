@@ -21,4 +21,7 @@ void apply_leases() noexcept;
 
 void register_session_callbacks();
 
+// The lease (ms) whose expiry is ending this session; 0 when none is.
+std::int64_t lease_ending_ms() noexcept;
+
 }  // namespace fencing::pg

@@ -5,6 +5,7 @@
 // looks nothing up through search_path: columns by name in the relation's own
 // descriptor, values with heap_getattr, the comparison in C++.
 #include "pg/bridge.hpp"
+#include "pg/events.hpp"
 #include "pg/settings.hpp"
 #include "pg/tombstones.hpp"
 
@@ -463,8 +464,10 @@ Datum enforce(FunctionCallInfo fcinfo) {
         case core::Verdict::accept:
             break;
         case core::Verdict::reject_skip:
+            pg::events::stale_write(cs->relid, true);
             return fencing::pg::compat::null_datum();
         case core::Verdict::reject_error:
+            pg::events::stale_write(cs->relid, false);
             report_stale(rel, d, in, keyrow, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), cs->attnum);
     }
     if (removes_key && d.incoming) {

@@ -38,6 +38,11 @@
 //   hot_bare      every client: pg_advisory_lock / unlock of hashtext('hot')
 //   single_update UPDATE single SET fence_token = fence_token + 1, v = v + 1
 //                 WHERE id = $1   (the pgbench -M prepared script of suite B)
+//   delay_cycle   fence_cycle with lock_delay => '5 s'        (suite E)
+//   shared_cycle  fence_cycle with shared => true
+//   permit_cycle  fence_cycle with permits => 4
+//   hot_shared    hot_fencing with shared => true (nobody waits)
+//   hot_permits   hot_fencing with permits => 4
 // For the hot_* variants the recorded latency is the wait of the acquire call;
 // for the others it is the whole cycle.
 #include <libpq-fe.h>
@@ -400,6 +405,45 @@ public:
     }
 };
 
+// fence_cycle with options: `acq` takes the resource, `rel` releases it.
+class OptionCycle final : public PgClient {
+public:
+    OptionCycle(const Options& o, int tid, const char* acq) : PgClient(o, tid), acq_(acq) {}
+    void prepare() override {
+        pg_.prepare("acq", acq_, 1);
+        pg_.prepare("rel", "SELECT fencing.release($1)", 1);
+    }
+    double cycle() override {
+        std::string r = "r" + std::to_string(pick());
+        if (pg_.run("acq", {r.c_str()}).empty()) die("acquire returned null");
+        if (pg_.run("rel", {r.c_str()}) != "t") die("release returned false");
+        return -1;
+    }
+
+private:
+    const char* acq_;
+};
+
+// hot_fencing with options.
+class HotOption final : public PgClient {
+public:
+    HotOption(const Options& o, int tid, const char* acq) : PgClient(o, tid), acq_(acq) {}
+    void prepare() override {
+        pg_.prepare("acq", acq_, 0);
+        pg_.prepare("rel", "SELECT fencing.release('hot')", 0);
+    }
+    double cycle() override {
+        auto t0 = Clock::now();
+        if (pg_.run("acq", {}).empty()) die("acquire returned null");
+        double wait = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+        if (pg_.run("rel", {}) != "t") die("release returned false");
+        return wait;
+    }
+
+private:
+    const char* acq_;
+};
+
 class SingleUpdate final : public PgClient {
 public:
     using PgClient::PgClient;
@@ -428,6 +472,11 @@ std::unique_ptr<Client> make_client(const Options& o, int tid) {
     if (v == "hot_fencing") return std::make_unique<HotFencing>(o, tid);
     if (v == "hot_bare") return std::make_unique<HotBare>(o, tid);
     if (v == "single_update") return std::make_unique<SingleUpdate>(o, tid);
+    if (v == "delay_cycle") return std::make_unique<OptionCycle>(o, tid, "SELECT fencing.acquire($1, lock_delay => '5 s')");
+    if (v == "shared_cycle") return std::make_unique<OptionCycle>(o, tid, "SELECT fencing.acquire($1, shared => true)");
+    if (v == "permit_cycle") return std::make_unique<OptionCycle>(o, tid, "SELECT fencing.acquire($1, permits => 4)");
+    if (v == "hot_shared") return std::make_unique<HotOption>(o, tid, "SELECT fencing.acquire('hot', shared => true)");
+    if (v == "hot_permits") return std::make_unique<HotOption>(o, tid, "SELECT fencing.acquire('hot', permits => 4)");
     die("unknown variant " + v);
 }
 

@@ -150,6 +150,20 @@ d1m = med("D_disk", "fence_state", "resources=1000000", "bytes_per_resource")
 target("D", "fence state on disk per resource at 1,000,000 resources",
        "n/a" if d1m is None else f"{d1m:.1f} B", "<= 100 B", None if d1m is None else d1m <= 100)
 
+if values("E", "base_cycle", "", "ops_per_s"):
+    r = paired("E", "fence_cycle", "base_cycle", "", "ops_per_s")
+    c = paired("E", "base_cycle", "fence_cycle", "", "server_cpu_us")
+    target("E", "plain acquire+release cycle, options unused: this build vs the baseline build", with_cpu(r, c),
+           ">= 0.97x", None if r is None else r >= 0.97)
+r = paired("F_notify", "notify_other", "notify_none", "", "ops_per_s")
+c = paired("F_notify", "notify_none", "notify_other", "", "server_cpu_us")
+target("F", "acquire+release cycles, notifications enabled for another resource only / none", with_cpu(r, c),
+       ">= 0.97x", None if r is None else r >= 0.97)
+r = paired("F_stats", "stats_on", "stats_off", "cycle", "ops_per_s")
+c = paired("F_stats", "stats_off", "stats_on", "cycle", "server_cpu_us")
+target("F", "acquire+release cycles, statistics collected (preloaded) / not", with_cpu(r, c), ">= 0.95x",
+       None if r is None else r >= 0.95)
+
 # ------------------------------------------------------------------ machine --
 def cpu_model():
     try:
@@ -334,6 +348,34 @@ if a_fence or a_recipe or a_bare:
       "it moves much less with the machine's other load than throughput does.")
     w("")
 
+if values("E", "fence_cycle", "", "ops_per_s"):
+    w("## E. Lock options: lock_delay, shared holds, permits\n")
+    w("2 clients, random resources out of 10,000 (fence state, and permit 1 of each, created beforehand), autocommit: "
+      "`acquire($1, <option>)`; `release($1)`. `baseline` is the plain cycle of the build of FENCING_BENCH_BASE, "
+      "installed as its own extension in a database of its own on the same cluster, in the same rounds.\n")
+    w("| variant | cycles/s | p50 µs | p99 µs | server CPU µs/cycle | variant / plain, throughput | variant / plain, server CPU |\n"
+      "|---|---:|---:|---:|---:|---:|---:|")
+    for v, lbl in (("fence_cycle", "plain: `acquire($1)`"), ("base_cycle", "baseline build: `acquire($1)`"),
+                   ("delay_cycle", "`acquire($1, lock_delay => '5 s')`"), ("shared_cycle", "`acquire($1, shared => true)`"),
+                   ("permit_cycle", "`acquire($1, permits => 4)`")):
+        if not values("E", v, "", "ops_per_s"):
+            continue
+        w(f"| {lbl} | {fmt(med('E', v, '', 'ops_per_s'))} | {fmt(med('E', v, '', 'p50_us'))} | {fmt(med('E', v, '', 'p99_us'))} | "
+          f"{fmt(med('E', v, '', 'server_cpu_us'), 1)} | {fx(paired('E', v, 'fence_cycle', '', 'ops_per_s'))} | "
+          f"{fx(paired('E', v, 'fence_cycle', '', 'server_cpu_us'))} |")
+    w("")
+if params("E_contention"):
+    w("One resource, 8 clients, each looping acquire; release (`hot_fencing` exclusive, `hot_shared` shared: nobody "
+      "waits, `hot_permits` 4 permits). Fairness = longest acquire wait / mean acquire wait.\n")
+    w("| clients | variant | cycles/s | p50 wait µs | p99 wait µs | fairness | per-client spread |\n|---:|---|---:|---:|---:|---:|---:|")
+    for p in params("E_contention"):
+        for v in ("hot_fencing", "hot_shared", "hot_permits"):
+            mn, mx = med("E_contention", v, p, "client_min_ops"), med("E_contention", v, p, "client_max_ops")
+            spread = "n/a" if mn is None or mx is None else f"{fmt(mn)} / {fmt(mx)}"
+            w(f"| {param_value(p)} | {v} | {fmt(med('E_contention', v, p, 'ops_per_s'))} | {fmt(med('E_contention', v, p, 'p50_us'))} | "
+              f"{fmt(med('E_contention', v, p, 'p99_us'))} | {fmt(med('E_contention', v, p, 'fairness'), 1)} | {spread} |")
+    w("")
+
 if params("C"):
     w("## C. Lock, fenced write, release: end to end\n")
     w("2 clients, 10,000 resources. (a) `UPDATE items_a SET fence_token = fencing.acquire_xact($1), v = $2 WHERE id = $3` "
@@ -422,6 +464,54 @@ if rows_:
     for n, u, pr, r, c in rows_:
         per_row = None if u is None or r is None else (r - 1) * u / n * 1e6
         w(f"| {n:,} | {fmt(u, 3)} | {fmt(pr, 3)} | {fx(r)} | {fx(c)} | {fmt(per_row, 2)} |")
+    w("")
+
+if values("F_notify", "notify_none", "", "ops_per_s") or params("F_stats"):
+    w("## F. Notifications and statistics, off and on\n")
+    w("Acquire-and-release cycles as in A (2 clients, 10,000 resources), in interleaved rounds. Notifications: "
+      "none enabled; enabled for another resource only (the check every grant makes); enabled for the whole "
+      "database, without a listener and with one reading every 50 ms (each cycle's two statements each commit a "
+      "notification). Statistics: a second cluster, restarted before every run with or without fencing in "
+      "`shared_preload_libraries`.\n")
+    w("| variant | cycles/s | / none | p50 µs | p99 µs | server CPU µs/cycle | CPU / none |\n|---|---:|---:|---:|---:|---:|---:|")
+    for v, lbl in (("notify_none", "no notifications"), ("notify_other", "enabled for another resource"),
+                   ("notify_all", "enabled for every resource, no listener"),
+                   ("notify_all_listen", "enabled for every resource, a listener")):
+        w(f"| {lbl} | {fmt(med('F_notify', v, '', 'ops_per_s'))} | {fx(paired('F_notify', v, 'notify_none', '', 'ops_per_s'))} | "
+          f"{fmt(med('F_notify', v, '', 'p50_us'))} | {fmt(med('F_notify', v, '', 'p99_us'))} | "
+          f"{fmt(med('F_notify', v, '', 'server_cpu_us'), 1)} | {fx(paired('F_notify', v, 'notify_none', '', 'server_cpu_us'))} |")
+    lp = next((p for p in params("F_notify") if p.startswith("cycles=")), None)
+    if lp:
+        n = float(param_value(lp))
+        cpu = {v: med("F_notify", f"loop_{v}", lp, "cpu_seconds") for v in ("none", "other")}
+        w(f"\nOne backend's loop of {fmt(n)} `acquire`/`release` cycles (`DO` block, one transaction), its own CPU per "
+          f"cycle: no notifications {fmt(None if cpu['none'] is None else cpu['none'] / n * 1e6, 2)} µs, enabled for "
+          f"another resource {fmt(None if cpu['other'] is None else cpu['other'] / n * 1e6, 2)} µs "
+          f"(paired ratio {fx(paired('F_notify', 'loop_other', 'loop_none', lp, 'cpu_seconds'))}).")
+    w("")
+    w("| statistics | what | not preloaded | preloaded | preloaded / not |\n|---|---|---:|---:|---:|")
+    w(f"| cycles | cycles/s | {fmt(med('F_stats', 'stats_off', 'cycle', 'ops_per_s'))} | "
+      f"{fmt(med('F_stats', 'stats_on', 'cycle', 'ops_per_s'))} | {fx(paired('F_stats', 'stats_on', 'stats_off', 'cycle', 'ops_per_s'))} |")
+    w(f"| cycles | server CPU µs/cycle | {fmt(med('F_stats', 'stats_off', 'cycle', 'server_cpu_us'), 1)} | "
+      f"{fmt(med('F_stats', 'stats_on', 'cycle', 'server_cpu_us'), 1)} | "
+      f"{fx(paired('F_stats', 'stats_on', 'stats_off', 'cycle', 'server_cpu_us'))} |")
+    w(f"| contention, 4 clients on one resource (every acquisition waits) | handoffs/s | "
+      f"{fmt(med('F_stats', 'stats_off', 'contention', 'ops_per_s'))} | {fmt(med('F_stats', 'stats_on', 'contention', 'ops_per_s'))} | "
+      f"{fx(paired('F_stats', 'stats_on', 'stats_off', 'contention', 'ops_per_s'))} |")
+    sp = next((p for p in params("F_stats") if p.startswith("skipped_rows=")), None)
+    if sp:
+        w(f"| UPDATE of {fmt(float(param_value(sp)))} rows, every row skipped as stale (counted per row) | seconds | "
+          f"{fmt(med('F_stats', 'stats_off', sp, 'seconds'), 3)} | {fmt(med('F_stats', 'stats_on', sp, 'seconds'), 3)} | "
+          f"{fx(paired('F_stats', 'stats_on', 'stats_off', sp, 'seconds'))} |")
+    lp = next((p for p in params("F_stats") if p.startswith("cycles=")), None)
+    if lp:
+        n = float(param_value(lp))
+        a, b = med("F_stats", "stats_off", lp, "cpu_seconds"), med("F_stats", "stats_on", lp, "cpu_seconds")
+        w(f"| one backend's loop of {fmt(n)} cycles | backend CPU µs per cycle | {fmt(None if a is None else a / n * 1e6, 2)} | "
+          f"{fmt(None if b is None else b / n * 1e6, 2)} | {fx(paired('F_stats', 'stats_on', 'stats_off', lp, 'cpu_seconds'))} |")
+    if med("F_stats", "counted", "", "grants") is not None:
+        w("\nThe second cluster, restarted with the preload at the end, counted "
+          f"{fmt(med('F_stats', 'counted', '', 'grants'))} grant(s) in `fencing.stats` (one expected).")
     w("")
 
 if charts:

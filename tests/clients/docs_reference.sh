@@ -23,7 +23,7 @@ done < <(psql -XAtq -c "
 errcodes="$(pg_config --sharedir)/errcodes.txt"
 if [ -r "$errcodes" ]; then
   for macro in $(grep -rhoE 'ERRCODE_[A-Z_]+' "$root/src" | sort -u); do
-    case "$macro" in ERRCODE_FENCING_STALE_TOKEN) code=23T01 ;;
+    case "$macro" in ERRCODE_FENCING_STALE_TOKEN) code=23T01 ;; ERRCODE_FENCING_PERMIT_COUNT) code=55T01 ;;
       ERRCODE_INTERNAL_ERROR|ERRCODE_OUT_OF_MEMORY|ERRCODE_DATA_CORRUPTED|ERRCODE_WARNING) continue ;;
       *) code="$(awk -v m="$macro" '$3 == m { print $1 }' "$errcodes")" ;; esac
     [ -n "$code" ] || continue

@@ -1,4 +1,4 @@
--- The public SQL contract of fencing 1.0's core, as pgTAP sees it:
+-- The public SQL contract of fencing's core, as pgTAP sees it:
 -- every function with its exact argument types, names and return type, the
 -- type (a domain over bigint), the view
 -- fencing.locks, and the SQLSTATEs of the documented errors.
@@ -13,7 +13,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(118);
+SELECT plan(130);
 
 --------------------------------------------------------------------------------
 -- Schema and type.
@@ -34,10 +34,10 @@ SELECT is((SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c
 -- Functions: existence with exact argument types, return types, and the
 -- argument names and defaults of the contract.
 --------------------------------------------------------------------------------
-SELECT has_function('fencing', 'acquire', ARRAY['text', 'interval', 'interval', 'boolean'], 'fencing.acquire(text, interval, interval, boolean)');
-SELECT has_function('fencing', 'try_acquire', ARRAY['text', 'boolean'], 'fencing.try_acquire(text, boolean)');
-SELECT has_function('fencing', 'acquire_xact', ARRAY['text', 'interval', 'interval', 'boolean'], 'fencing.acquire_xact(text, interval, interval, boolean)');
-SELECT has_function('fencing', 'try_acquire_xact', ARRAY['text', 'boolean'], 'fencing.try_acquire_xact(text, boolean)');
+SELECT has_function('fencing', 'acquire', ARRAY['text', 'interval', 'interval', 'boolean', 'interval', 'integer', 'boolean'], 'fencing.acquire(text, interval, interval, boolean, interval, integer, boolean)');
+SELECT has_function('fencing', 'try_acquire', ARRAY['text', 'boolean', 'interval', 'integer', 'boolean'], 'fencing.try_acquire(text, boolean, interval, integer, boolean)');
+SELECT has_function('fencing', 'acquire_xact', ARRAY['text', 'interval', 'interval', 'boolean', 'interval', 'integer', 'boolean'], 'fencing.acquire_xact(text, interval, interval, boolean, interval, integer, boolean)');
+SELECT has_function('fencing', 'try_acquire_xact', ARRAY['text', 'boolean', 'interval', 'integer', 'boolean'], 'fencing.try_acquire_xact(text, boolean, interval, integer, boolean)');
 SELECT has_function('fencing', 'release', ARRAY['text'], 'fencing.release(text)');
 SELECT has_function('fencing', 'release_all', ARRAY[]::text[], 'fencing.release_all()');
 SELECT has_function('fencing', 'current', ARRAY['text'], 'fencing.current(text)');
@@ -50,26 +50,27 @@ SELECT is((SELECT count(*)::int FROM pg_proc p JOIN pg_namespace n ON n.oid = p.
                                 'release_all', 'current', 'validate', 'use')),
           9, 'one function per public name');
 
-SELECT function_returns('fencing', 'acquire', ARRAY['text', 'interval', 'interval', 'boolean'], 'fencing.token', 'acquire returns fencing.token');
-SELECT function_returns('fencing', 'try_acquire', ARRAY['text', 'boolean'], 'fencing.token', 'try_acquire returns fencing.token');
-SELECT function_returns('fencing', 'acquire_xact', ARRAY['text', 'interval', 'interval', 'boolean'], 'fencing.token', 'acquire_xact returns fencing.token');
-SELECT function_returns('fencing', 'try_acquire_xact', ARRAY['text', 'boolean'], 'fencing.token', 'try_acquire_xact returns fencing.token');
+SELECT function_returns('fencing', 'acquire', ARRAY['text', 'interval', 'interval', 'boolean', 'interval', 'integer', 'boolean'], 'fencing.token', 'acquire returns fencing.token');
+SELECT function_returns('fencing', 'try_acquire', ARRAY['text', 'boolean', 'interval', 'integer', 'boolean'], 'fencing.token', 'try_acquire returns fencing.token');
+SELECT function_returns('fencing', 'acquire_xact', ARRAY['text', 'interval', 'interval', 'boolean', 'interval', 'integer', 'boolean'], 'fencing.token', 'acquire_xact returns fencing.token');
+SELECT function_returns('fencing', 'try_acquire_xact', ARRAY['text', 'boolean', 'interval', 'integer', 'boolean'], 'fencing.token', 'try_acquire_xact returns fencing.token');
 SELECT function_returns('fencing', 'release', ARRAY['text'], 'boolean', 'release returns boolean');
 SELECT function_returns('fencing', 'release_all', ARRAY[]::text[], 'integer', 'release_all returns integer');
 SELECT function_returns('fencing', 'current', ARRAY['text'], 'fencing.token', 'current returns fencing.token');
 SELECT function_returns('fencing', 'validate', ARRAY['text', 'bigint'], 'fencing.token', 'validate returns fencing.token');
 SELECT function_returns('fencing', 'use', ARRAY['bigint'], 'fencing.token', 'use returns fencing.token');
 
-SELECT is(pg_get_function_identity_arguments('fencing.acquire(text, interval, interval, boolean)'::regprocedure),
-          'resource text, wait interval, lease interval, reentrant boolean', 'acquire argument names');
-SELECT is(pg_get_function_arguments('fencing.acquire(text, interval, interval, boolean)'::regprocedure),
-          'resource text, wait interval DEFAULT NULL::interval, lease interval DEFAULT NULL::interval, reentrant boolean DEFAULT false',
-          'acquire: wait and lease default to NULL, reentrant to false');
-SELECT is(pg_get_function_arguments('fencing.acquire_xact(text, interval, interval, boolean)'::regprocedure),
-          'resource text, wait interval DEFAULT NULL::interval, lease interval DEFAULT NULL::interval, reentrant boolean DEFAULT false',
-          'acquire_xact: wait and lease default to NULL, reentrant to false');
-SELECT is(pg_get_function_arguments('fencing.try_acquire(text, boolean)'::regprocedure), 'resource text, reentrant boolean DEFAULT false', 'try_acquire argument names');
-SELECT is(pg_get_function_arguments('fencing.try_acquire_xact(text, boolean)'::regprocedure), 'resource text, reentrant boolean DEFAULT false', 'try_acquire_xact argument names');
+SELECT is(pg_get_function_identity_arguments('fencing.acquire(text, interval, interval, boolean, interval, integer, boolean)'::regprocedure),
+          'resource text, wait interval, lease interval, reentrant boolean, lock_delay interval, permits integer, shared boolean',
+          'acquire argument names');
+SELECT is(pg_get_function_arguments('fencing.acquire(text, interval, interval, boolean, interval, integer, boolean)'::regprocedure),
+          'resource text, wait interval DEFAULT NULL::interval, lease interval DEFAULT NULL::interval, reentrant boolean DEFAULT false, lock_delay interval DEFAULT NULL::interval, permits integer DEFAULT NULL::integer, shared boolean DEFAULT false',
+          'acquire: wait, lease, lock_delay and permits default to NULL, reentrant and shared to false');
+SELECT is(pg_get_function_arguments('fencing.acquire_xact(text, interval, interval, boolean, interval, integer, boolean)'::regprocedure),
+          'resource text, wait interval DEFAULT NULL::interval, lease interval DEFAULT NULL::interval, reentrant boolean DEFAULT false, lock_delay interval DEFAULT NULL::interval, permits integer DEFAULT NULL::integer, shared boolean DEFAULT false',
+          'acquire_xact: wait, lease, lock_delay and permits default to NULL, reentrant and shared to false');
+SELECT is(pg_get_function_arguments('fencing.try_acquire(text, boolean, interval, integer, boolean)'::regprocedure), 'resource text, reentrant boolean DEFAULT false, lock_delay interval DEFAULT NULL::interval, permits integer DEFAULT NULL::integer, shared boolean DEFAULT false', 'try_acquire argument names');
+SELECT is(pg_get_function_arguments('fencing.try_acquire_xact(text, boolean, interval, integer, boolean)'::regprocedure), 'resource text, reentrant boolean DEFAULT false, lock_delay interval DEFAULT NULL::interval, permits integer DEFAULT NULL::integer, shared boolean DEFAULT false', 'try_acquire_xact argument names');
 SELECT is(pg_get_function_arguments('fencing.release(text)'::regprocedure), 'resource text', 'release argument names');
 SELECT is(pg_get_function_arguments('fencing.release_all()'::regprocedure), '', 'release_all has no arguments');
 SELECT is(pg_get_function_arguments('fencing.current(text)'::regprocedure), 'resource text', 'current argument names');
@@ -78,10 +79,10 @@ SELECT is(pg_get_function_identity_arguments('fencing.validate(text, bigint)'::r
 SELECT is(pg_get_function_identity_arguments('fencing.use(bigint)'::regprocedure), 'token bigint', 'use argument names');
 
 -- Functions that take or hand out locks are volatile.
-SELECT volatility_is('fencing', 'acquire', ARRAY['text', 'interval', 'interval', 'boolean'], 'volatile', 'acquire is volatile');
-SELECT volatility_is('fencing', 'try_acquire', ARRAY['text', 'boolean'], 'volatile', 'try_acquire is volatile');
-SELECT volatility_is('fencing', 'acquire_xact', ARRAY['text', 'interval', 'interval', 'boolean'], 'volatile', 'acquire_xact is volatile');
-SELECT volatility_is('fencing', 'try_acquire_xact', ARRAY['text', 'boolean'], 'volatile', 'try_acquire_xact is volatile');
+SELECT volatility_is('fencing', 'acquire', ARRAY['text', 'interval', 'interval', 'boolean', 'interval', 'integer', 'boolean'], 'volatile', 'acquire is volatile');
+SELECT volatility_is('fencing', 'try_acquire', ARRAY['text', 'boolean', 'interval', 'integer', 'boolean'], 'volatile', 'try_acquire is volatile');
+SELECT volatility_is('fencing', 'acquire_xact', ARRAY['text', 'interval', 'interval', 'boolean', 'interval', 'integer', 'boolean'], 'volatile', 'acquire_xact is volatile');
+SELECT volatility_is('fencing', 'try_acquire_xact', ARRAY['text', 'boolean', 'interval', 'integer', 'boolean'], 'volatile', 'try_acquire_xact is volatile');
 SELECT volatility_is('fencing', 'release', ARRAY['text'], 'volatile', 'release is volatile');
 SELECT volatility_is('fencing', 'validate', ARRAY['text', 'bigint'], 'volatile', 'validate is volatile');
 SELECT volatility_is('fencing', 'use', ARRAY['bigint'], 'volatile', 'use is volatile');
@@ -109,7 +110,8 @@ SELECT is('5'::varchar::fencing.token::bigint, 5::bigint, 'varchar -> token');
 --------------------------------------------------------------------------------
 SELECT has_view('fencing', 'locks', 'view fencing.locks exists');
 SELECT columns_are('fencing', 'locks',
-                   ARRAY['resource', 'token', 'pid', 'scope', 'granted', 'since', 'application_name', 'lease', 'expires_at'],
+                   ARRAY['resource', 'token', 'pid', 'scope', 'granted', 'since', 'application_name', 'lease', 'expires_at',
+                         'mode', 'permit', 'delay_until'],
                    'fencing.locks has exactly the documented columns');
 SELECT col_type_is('fencing', 'locks', 'resource', 'text', 'locks.resource is text');
 SELECT col_type_is('fencing', 'locks', 'token', 'fencing', 'token', 'locks.token is fencing.token');
@@ -120,13 +122,16 @@ SELECT col_type_is('fencing', 'locks', 'since', 'timestamp with time zone', 'loc
 SELECT col_type_is('fencing', 'locks', 'application_name', 'text', 'locks.application_name is text');
 SELECT col_type_is('fencing', 'locks', 'lease', 'interval', 'locks.lease is interval');
 SELECT col_type_is('fencing', 'locks', 'expires_at', 'timestamp with time zone', 'locks.expires_at is timestamptz');
+SELECT col_type_is('fencing', 'locks', 'mode', 'text', 'locks.mode is text');
+SELECT col_type_is('fencing', 'locks', 'permit', 'integer', 'locks.permit is integer');
+SELECT col_type_is('fencing', 'locks', 'delay_until', 'timestamp with time zone', 'locks.delay_until is timestamptz');
 
 --------------------------------------------------------------------------------
 -- A role granted USAGE on the schema can use the API (the functions, the
 -- view); PUBLIC has no USAGE on the schema itself.
 --------------------------------------------------------------------------------
 SELECT ok(NOT has_schema_privilege('public', 'fencing', 'USAGE'), 'PUBLIC has no USAGE on schema fencing (it is granted to the roles that use fencing)');
-SELECT ok(has_function_privilege('public', 'fencing.acquire(text, interval, interval, boolean)', 'EXECUTE'), 'PUBLIC may execute fencing.acquire');
+SELECT ok(has_function_privilege('public', 'fencing.acquire(text, interval, interval, boolean, interval, integer, boolean)', 'EXECUTE'), 'PUBLIC may execute fencing.acquire');
 SELECT ok(has_function_privilege('public', 'fencing.validate(text, bigint)', 'EXECUTE'), 'PUBLIC may execute fencing.validate');
 SELECT ok(has_table_privilege('public', 'fencing.locks', 'SELECT'), 'PUBLIC may read fencing.locks');
 
@@ -154,6 +159,12 @@ SELECT throws_ok($$SELECT fencing.release(NULL)$$, '22004', NULL, 'release(NULL)
 SELECT throws_ok($$SELECT fencing.acquire('pgtap:args', wait => '-1s')$$, '22023', NULL, 'negative wait: 22023');
 SELECT throws_ok($$SELECT fencing.acquire('pgtap:args', lease => '0')$$, '22023', NULL, 'zero lease: 22023');
 SELECT throws_ok($$SELECT fencing.acquire_xact('pgtap:args', lease => '-1s')$$, '22023', NULL, 'negative lease: 22023');
+SELECT throws_ok($$SELECT fencing.acquire('pgtap:args', lock_delay => '-1s')$$, '22023', NULL, 'negative lock_delay: 22023');
+SELECT throws_ok($$SELECT fencing.acquire('pgtap:args', lock_delay => '61s')$$, '22023', NULL, 'lock_delay over a minute: 22023');
+SELECT throws_ok($$SELECT fencing.acquire('pgtap:args', permits => 0)$$, '22023', NULL, 'permits 0: 22023');
+SELECT throws_ok($$SELECT fencing.try_acquire('pgtap:args', permits => 1001)$$, '22023', NULL, 'permits 1001: 22023');
+SELECT throws_ok($$SELECT fencing.acquire('pgtap:args', permits => 2, shared => true)$$, '22023', NULL, 'permits and shared: 22023');
+SELECT throws_ok($$SELECT fencing.acquire_xact('pgtap:args', shared => NULL)$$, '22004', NULL, 'shared NULL: 22004');
 SELECT throws_ok($$SELECT fencing.validate('pgtap:never', 1)$$, '23T01', NULL, 'validate on a never acquired resource: 23T01');
 SELECT throws_ok($$SELECT fencing.validate('pgtap:v', NULL)$$, '23T01', NULL, 'validate without a token: 23T01');
 
@@ -211,6 +222,10 @@ SELECT lives_ok($$SELECT fencing.acquire_xact('pgtap:x')$$, 'acquire_xact in the
 SELECT results_eq($$SELECT scope FROM fencing.locks WHERE pid = pg_backend_pid()$$, $$VALUES ('transaction'::text)$$,
                   'the transaction hold shows as transaction scope');
 SELECT is(fencing.release_all(), 0, 'release_all leaves transaction holds alone');
+SELECT is(fencing.acquire('pgtap:pool', permits => 3) IS NOT NULL, true, 'a permit of a counted resource');
+SELECT throws_ok($$SELECT fencing.acquire('pgtap:pool', permits => 4, reentrant => true)$$, '55T01', NULL,
+                 'another count of permits for a counted resource: 55T01');
+SELECT is(fencing.release('pgtap:pool'), true, 'release of the permit');
 SELECT is(fencing.acquire('pgtap:m')::bigint > 0, true, 'a token reads back as bigint');
 SELECT is(pg_typeof(fencing.acquire('pgtap:m', reentrant => true)::bigint)::text, 'bigint', 'token::bigint is bigint');
 SELECT is(fencing.release_all(), 1, 'release_all after two nested holds counts one resource');

@@ -15,6 +15,11 @@
 #
 # `quick` shortens every step (smaller tables, fewer and shorter rounds) for a
 # smoke run of about two minutes. See tests/bench/README.md.
+#
+# FENCING_BENCH_BASE=<git ref> also builds that commit of this repository as an
+# extension of its own (fencing_base, in a database of its own on the same
+# cluster) and runs its acquire/release cycle in suite E's rounds: what the
+# plain cycle costs now against then, in the same run.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -50,6 +55,9 @@ work=""
 port=""
 redis_pid=""
 report_done=0
+base_src=""
+pwork=""
+listener_pid=""
 
 # ---- profile ---------------------------------------------------------------
 if [ "$profile" = full ]; then
@@ -70,6 +78,10 @@ if [ "$profile" = full ]; then
   WIDTH_ROWS=100000
   SCALE_ROWS="1000 10000 100000"   # plus BULK_ROWS from B, plus 10^7 if time allows
   SCALE_ROUNDS=3
+  FEAT_ROUNDS=4        # F: rounds of notifications and statistics off/on
+  FEAT_SECS=1.0
+  FEAT_SKIP_ROWS=200000
+  FEAT_LOOP=20000      # F: acquire/release cycles of one backend's loop (CPU per cycle)
 else
   CYCLE_ROUNDS=3
   CYCLE_SECS=0.8
@@ -88,6 +100,10 @@ else
   WIDTH_ROWS=20000
   SCALE_ROWS="1000 10000"
   SCALE_ROUNDS=2
+  FEAT_ROUNDS=2
+  FEAT_SECS=0.6
+  FEAT_SKIP_ROWS=20000
+  FEAT_LOOP=5000
 fi
 WARMUP=0.3
 SEED=20260101
@@ -107,7 +123,12 @@ make_report() {
 cleanup() {
   local rc=$?
   trap - EXIT TERM INT
+  if [ -n "$base_src" ] && [ -d "$base_src" ]; then
+    make -C "$base_src" -s uninstall PG_CONFIG="$PGBIN/pg_config" >/dev/null 2>&1 || true
+  fi
   if [ -n "$redis_pid" ]; then kill "$redis_pid" 2>/dev/null || true; fi
+  if [ -n "$listener_pid" ]; then kill "$listener_pid" 2>/dev/null || true; fi
+  if [ -n "$pwork" ]; then as_user bash "$FENCING_ROOT/tests/scripts/cluster.sh" stop "$pwork" || true; fi
   if [ -n "$work" ] && [ -d "$work" ]; then
     as_user bash "$FENCING_ROOT/tests/scripts/cluster.sh" stop "$work" || true
     rm -rf "$work"
@@ -133,6 +154,27 @@ g++ -O2 -std=c++17 -Wall -Wextra -pthread -I"$("$PGBIN/pg_config" --includedir)"
   -o "$FB" "$BENCH_DIR/fencebench.cpp" -lpq -lhiredis
 chmod 755 "$FB"
 
+# The baseline build of suite E (FENCING_BENCH_BASE): the extension and module
+# renamed fencing_base, so that both install side by side; each database loads
+# only its own.
+if [ -n "${FENCING_BENCH_BASE:-}" ]; then
+  base_src="$work/base_src"
+  mkdir -p "$base_src"
+  log "building the baseline $FENCING_BENCH_BASE as extension fencing_base"
+  git -C "$FENCING_ROOT" archive "$FENCING_BENCH_BASE" | tar -x -C "$base_src"
+  (
+    cd "$base_src"
+    sed -i -e 's/^EXTENSION *=.*/EXTENSION = fencing_base/' -e 's/^MODULE_big *=.*/MODULE_big = fencing_base/' \
+      -e 's|sql/fencing--|sql/fencing_base--|g' -e 's/^DOCS *=.*/DOCS =/' Makefile
+    sed "s|\$libdir/fencing'|\$libdir/fencing_base'|" fencing.control > fencing_base.control
+    rm fencing.control
+    # Copies (the build's own checks read the originals).
+    for f in sql/fencing--*.sql; do cp "$f" "sql/fencing_base--${f#sql/fencing--}"; done
+  )
+  make -C "$base_src" -s PG_CONFIG="$PGBIN/pg_config" >/dev/null
+  make -C "$base_src" -s install PG_CONFIG="$PGBIN/pg_config" >/dev/null
+fi
+
 # ---- cluster and redis -----------------------------------------------------
 port="$(free_port)"
 log "starting a throwaway cluster on 127.0.0.1:$port"
@@ -152,7 +194,7 @@ redis_pid="$(cat "$work/redis.pid")"
 export PGHOST=127.0.0.1 PGPORT="$port" PGUSER=postgres
 unset PGDATABASE PGOPTIONS PGSERVICE PGPASSWORD
 q() { local db="$1"; shift; PGOPTIONS="-c client_min_messages=warning" "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$db" "$@"; }
-conn() { echo "host=127.0.0.1 port=$port user=postgres dbname=$1 application_name=fencebench"; }
+conn() { echo "host=127.0.0.1 port=${2:-$port} user=postgres dbname=$1 application_name=fencebench"; }
 
 # Server processes whose CPU counts with the backends' (fencebench server_cpu_us).
 server_pids="$(q postgres -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'"),$redis_pid"
@@ -176,9 +218,10 @@ fb() {
 
 # timed SUITE VARIANT PARAM RUN DB SQL: runs SQL on a fresh connection, records
 # its wall time ("seconds") and its backend's on-CPU time ("cpu_seconds").
+# TIMED_PORT chooses another cluster.
 timed() {
   local suite="$1" variant="$2" param="$3" run="$4" db="$5" sql="$6" out ms cpu
-  out="$("$FB" exec --conninfo "$(conn "$db")" "$sql" | tail -1)" || { log "timed $suite/$variant failed"; return 0; }
+  out="$("$FB" exec --conninfo "$(conn "$db" "${TIMED_PORT:-}")" "$sql" | tail -1)" || { log "timed $suite/$variant failed"; return 0; }
   ms="$(echo "$out" | sed -n 's/^ms=\([0-9.]*\).*/\1/p')"
   cpu="$(echo "$out" | sed -n 's/.*cpu_ms=\([-0-9.]*\).*/\1/p')"
   record "$suite" "$variant" "$param" seconds "$(awk -v x="$ms" 'BEGIN {printf "%.6f", x / 1000}')" "$run"
@@ -203,6 +246,13 @@ INSERT INTO counters SELECT 'r' || g, 0 FROM generate_series(1, 10000) g;
 DO $$ BEGIN
   FOR b IN 0..9 LOOP
     PERFORM fencing.acquire_xact('r' || g) FROM generate_series(b * 1000 + 1, b * 1000 + 1000) g;
+    COMMIT;
+  END LOOP;
+END $$;
+-- Permit 1 of each resource, and the permits of 'hot', exist beforehand too (suite E).
+DO $$ BEGIN
+  FOR b IN 0..9 LOOP
+    PERFORM fencing.acquire_xact('r' || g, permits => 4) FROM generate_series(b * 1000 + 1, b * 1000 + 1000) g;
     COMMIT;
   END LOOP;
 END $$;
@@ -231,6 +281,125 @@ for r in $(seq 1 "$CYCLE_ROUNDS"); do
     fb A "" "$r" "$v" --conninfo "$(conn bench)" --clients 2 --resources 10000 --seconds "$CYCLE_SECS"
   done
 done
+
+# ======================================================================== E ==
+# The lock options of 1.1: what the plain cycle costs (against the baseline
+# build when FENCING_BENCH_BASE is set), and what each option adds when used.
+e_variants="fence_cycle delay_cycle shared_cycle permit_cycle"
+if [ -n "$base_src" ]; then
+  q postgres -c "CREATE DATABASE bench_base"
+  q bench_base -c "CREATE EXTENSION fencing_base" -c "DO \$\$ BEGIN
+      FOR b IN 0..9 LOOP
+        PERFORM fencing.acquire_xact('r' || g) FROM generate_series(b * 1000 + 1, b * 1000 + 1000) g;
+        COMMIT;
+      END LOOP; END \$\$" -c "VACUUM ANALYZE"
+  e_variants="$e_variants base_cycle"
+fi
+log "E: lock options: cycles with and without them, 2 clients, 10,000 resources ($CYCLE_ROUNDS rounds x ${CYCLE_SECS}s)"
+for r in $(seq 1 "$CYCLE_ROUNDS"); do
+  for v in $(order "$r" $e_variants); do
+    if [ "$v" = base_cycle ]; then
+      FB_LABEL=base_cycle fb E "" "$r" fence_cycle --conninfo "$(conn bench_base)" --clients 2 --resources 10000 --seconds "$CYCLE_SECS"
+    else
+      fb E "" "$r" "$v" --conninfo "$(conn bench)" --clients 2 --resources 10000 --seconds "$CYCLE_SECS"
+    fi
+  done
+done
+log "E: one resource, 8 clients: exclusive, shared, 4 permits"
+for r in 1 2; do
+  for v in $(order "$r" hot_fencing hot_shared hot_permits); do
+    fb E_contention "clients=8" "$r" "$v" --conninfo "$(conn bench)" --clients 8 --seconds "$CONT_SECS"
+  done
+done
+# Notifications and statistics, off and on. Off must cost nothing: suite A's
+# fence/bare ratio is measured with both off (this cluster does not preload
+# fencing, no resource notifies); here, cycles with notifications enabled for
+# another resource only, and on a second cluster that preloads fencing (the
+# statistics count), each against plain cycles in the same rounds. On: every
+# grant and release notifying (no listener, and a listener reading), waits
+# counted under contention, skipped stale rows counted per table.
+log "F: notifications and statistics off and on ($FEAT_ROUNDS rounds x ${FEAT_SECS}s)"
+notify_mode() {   # notify_mode none|other|all: this cluster's bench database's settings
+  q bench -c "SELECT fencing.set_notify(NULL, false), fencing.set_notify('zz:other', false)" >/dev/null
+  case "$1" in
+    other) q bench -c "SELECT fencing.set_notify('zz:other')" >/dev/null ;;
+    all) q bench -c "SELECT fencing.set_notify(NULL)" >/dev/null ;;
+  esac
+}
+listener_start() {  # a session that LISTENs and reads what arrives, every 50 ms
+  ( printf 'LISTEN fencing;\n'; while :; do printf 'SELECT 1;\n'; sleep 0.05; done ) |
+    PGOPTIONS="" "$PGBIN/psql" -X -q -d bench >/dev/null 2>&1 &
+  listener_pid=$!
+  sleep 0.2
+}
+listener_stop() { kill "$listener_pid" 2>/dev/null || true; wait "$listener_pid" 2>/dev/null || true; listener_pid=""; }
+LOOP_SQL="DO \$\$ BEGIN FOR i IN 1..$FEAT_LOOP LOOP PERFORM fencing.acquire('r1'); PERFORM fencing.release('r1'); END LOOP; END \$\$"
+for r in $(seq 1 "$FEAT_ROUNDS"); do
+  for v in $(order "$r" none other); do   # one backend's loop: its CPU per cycle, little moved by other load
+    notify_mode "$v"
+    timed F_notify "loop_$v" "cycles=$FEAT_LOOP" "$r" bench "$LOOP_SQL"
+  done
+  for v in $(order "$r" none other all all_listen); do
+    case "$v" in none) notify_mode none ;; other) notify_mode other ;; all|all_listen) notify_mode all ;; esac
+    [ "$v" = all_listen ] && listener_start
+    FB_LABEL="notify_$v" fb F_notify "" "$r" fence_cycle --conninfo "$(conn bench)" --clients 2 --resources 10000 \
+      --seconds "$FEAT_SECS"
+    [ "$v" = all_listen ] && listener_stop
+  done
+done
+notify_mode none
+
+# Statistics: a second cluster, restarted before each variant with or without
+# fencing in shared_preload_libraries, so that both variants run on the same
+# cluster and data, each just after a restart.
+pport="$(free_port)"
+pwork="$work/preloaded"
+mkdir -p "$pwork" && chown "$FENCING_USER" "$pwork" 2>/dev/null || true
+log "F: a second cluster on 127.0.0.1:$pport, restarted with and without the preload"
+as_user bash "$FENCING_ROOT/tests/scripts/cluster.sh" start "$pwork" "$pport" \
+  "shared_buffers = 512MB" "max_wal_size = 16GB" "checkpoint_timeout = 1h" \
+  "synchronous_commit = on" "autovacuum = off" "max_locks_per_transaction = 1024"
+qp() { local db="$1"; shift; PGPORT="$pport" q "$db" "$@"; }
+preload() {   # preload on|off: restart the second cluster with or without fencing preloaded
+  if [ "$1" = on ]; then qp postgres -c "ALTER SYSTEM SET shared_preload_libraries = 'fencing'"
+  else qp postgres -c "ALTER SYSTEM RESET shared_preload_libraries"; fi
+  as_user "$PGBIN/pg_ctl" -D "$pwork/data" -l "$pwork/server.log" -w -t 60 -m fast restart >/dev/null
+  pservers="$(qp postgres -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'")"
+}
+qp postgres -c "CREATE DATABASE bench"
+qp bench <<SQL
+CREATE EXTENSION fencing;
+DO \$\$ BEGIN
+  FOR b IN 0..9 LOOP
+    PERFORM fencing.acquire_xact('r' || g) FROM generate_series(b * 1000 + 1, b * 1000 + 1000) g;
+    COMMIT;
+  END LOOP;
+END \$\$;
+-- Rows that every UPDATE of the bench skips as stale (on_stale => 'skip').
+CREATE TABLE skipped (id int PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
+INSERT INTO skipped SELECT g, 1000, 0 FROM generate_series(1, $FEAT_SKIP_ROWS) g;
+SELECT fencing.protect('skipped', on_stale => 'skip');
+VACUUM ANALYZE;
+SQL
+for r in $(seq 1 "$FEAT_ROUNDS"); do
+  for v in $(order "$r" stats_off stats_on); do
+    preload "$([ "$v" = stats_on ] && echo on || echo off)"
+    [ "$v" != stats_on ] || [ "$(qp bench -c 'SELECT collecting FROM fencing.stats')" = t ] ||
+      log "F: the preloaded cluster does not collect statistics"
+    WARMUP=1 server_pids="$pservers" FB_LABEL="$v" fb F_stats cycle "$r" fence_cycle --conninfo "$(conn bench "$pport")" \
+      --clients 2 --resources 10000 --seconds "$FEAT_SECS"
+    WARMUP=0.5 server_pids="$pservers" FB_LABEL="$v" fb F_stats contention "$r" hot_fencing \
+      --conninfo "$(conn bench "$pport")" --clients 4 --seconds "$FEAT_SECS"
+    qp bench -c "VACUUM skipped"
+    TIMED_PORT="$pport" timed F_stats "$v" "skipped_rows=$FEAT_SKIP_ROWS" "$r" bench "UPDATE skipped SET fence_token = 1, v = v + 1"
+    TIMED_PORT="$pport" timed F_stats "$v" "cycles=$FEAT_LOOP" "$r" bench "$LOOP_SQL"
+  done
+done
+preload on
+qp bench -c "SELECT fencing.acquire('counted'), fencing.release('counted')" >/dev/null
+record F_stats counted "" grants "$(qp bench -c 'SELECT grants FROM fencing.stats')" 1
+as_user bash "$FENCING_ROOT/tests/scripts/cluster.sh" stop "$pwork" || true
+pwork=""
 
 # ======================================================================== C ==
 log "C: lock, fenced write, release; sync on/off ($E2E_ROUNDS rounds x ${E2E_SECS}s)"

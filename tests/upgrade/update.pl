@@ -204,6 +204,16 @@ is(sql(q{SELECT string_agg(format('%s %s %s %s', resource, pid, scope, lease), '
 	"held:1 $holder_pid session ,held:2 $holder_pid session 01:00:00",
 	'fencing.locks shows both held locks, with the lease');
 
+if ($from eq '1.0')
+{
+	# The acquire family of 1.1 takes options the 1.0 module does not know:
+	# under it, the call is refused, not run without them.
+	quietly(sub { $holder->query(q{\set VERBOSITY verbose
+SELECT fencing.acquire('held:3', permits => 2)}) });
+	like($holder->{stderr}, qr/42883: could not find function "fencing_acquire_with_options"/,
+		'the session of the 1.0 module refuses the acquire family of the update (42883)');
+	$holder->{stderr} = '';
+}
 quietly(sub { $holder->query(qq{UPDATE acct SET balance = 0, fence_token = $old_acct1 - 1 WHERE id = 1}) });
 like($holder->{stderr}, qr/stale fence token/, 'the session of the earlier module: a stale write is rejected');
 $holder->{stderr} = '';

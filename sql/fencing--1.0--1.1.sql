@@ -1,0 +1,216 @@
+-- fencing 1.0 -> 1.1: lock-delay, counted locks (permits) and shared holds,
+-- as parameters of the acquire family, shown by fencing.locks; notifications
+-- of lock events; statistics. CREATE EXTENSION fencing runs fencing--1.0.sql
+-- and then this file; ALTER EXTENSION fencing UPDATE TO '1.1' runs this file
+-- alone.
+\echo Use "ALTER EXTENSION fencing UPDATE TO '1.1'" to load this file. \quit
+
+-------------------------------------------------------------------------------
+-- The acquire family gains three parameters, at the end, with defaults, so
+-- that every call of 1.0 means what it meant:
+--   lock_delay  after a grant that ends uncleanly (its session ended while
+--               holding it), nobody is granted the resource until this has
+--               passed (0 .. 1 minute; NULL or 0: none);
+--   permits     one of N permits of the resource, each its own fenced grant
+--               with its own tokens (1 .. 1000; NULL: a plain resource);
+--   shared      a shared hold: many sessions at once, none exclusive; returns
+--               the resource's latest token.
+-- The functions are dropped and created again (a function's arguments cannot
+-- change in place); their privileges are the defaults, as in 1.0. Their C
+-- symbols are new: a backend that still runs the 1.0 module (loaded before
+-- the 1.1 module was installed) cannot find them and refuses the call (42883,
+-- "could not find function"), instead of ignoring the arguments it does not
+-- know. The 1.1 module serves both symbols, the old ones for databases not yet
+-- updated.
+-------------------------------------------------------------------------------
+DROP FUNCTION fencing.acquire(text, interval, interval, boolean);
+DROP FUNCTION fencing.try_acquire(text, boolean);
+DROP FUNCTION fencing.acquire_xact(text, interval, interval, boolean);
+DROP FUNCTION fencing.try_acquire_xact(text, boolean);
+
+CREATE FUNCTION fencing.acquire(resource text, wait interval DEFAULT NULL, lease interval DEFAULT NULL,
+                                reentrant boolean DEFAULT false, lock_delay interval DEFAULT NULL,
+                                permits integer DEFAULT NULL, shared boolean DEFAULT false)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_acquire_with_options' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION fencing.try_acquire(resource text, reentrant boolean DEFAULT false, lock_delay interval DEFAULT NULL,
+                                    permits integer DEFAULT NULL, shared boolean DEFAULT false)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_try_acquire_with_options' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION fencing.acquire_xact(resource text, wait interval DEFAULT NULL, lease interval DEFAULT NULL,
+                                     reentrant boolean DEFAULT false, lock_delay interval DEFAULT NULL,
+                                     permits integer DEFAULT NULL, shared boolean DEFAULT false)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_acquire_xact_with_options' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION fencing.try_acquire_xact(resource text, reentrant boolean DEFAULT false,
+                                         lock_delay interval DEFAULT NULL, permits integer DEFAULT NULL,
+                                         shared boolean DEFAULT false)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_try_acquire_xact_with_options' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-------------------------------------------------------------------------------
+-- fencing.locks: the 1.0 columns, then mode, permit and delay_until.
+--
+-- The advisory lock tags of fencing (field 4; defined in src/pg/lock_tags.hpp):
+--   32257 /* kResourceTagKind */: a resource, or a permit of one (permit p of
+--     resource R is the resource named R, U+001F, p: its key, its fence state
+--     row); ExclusiveLock a session hold, ShareRowExclusiveLock a transaction
+--     hold, ShareLock a shared hold
+--   32260 /* kDelayTagKind */: a lost grant in its lock-delay, held by the
+--     ended session's backend: (database, end of the delay in seconds since
+--     2000, low half of the key)
+--   32263 /* kSharedXactTagKind */: marks a shared hold (or wait) as
+--     transaction-scoped: (database, key)
+--   32264 /* kPermitQueueTagKind */: the queue of a counted resource
+--     (database, its first permit's key): a waiter for a permit, in ExclusiveLock for a session
+--     hold, ShareRowExclusiveLock for a transaction hold; its head holds it
+--     while it waits for a permit
+-------------------------------------------------------------------------------
+DO $$
+BEGIN
+  EXECUTE format($v$
+    CREATE OR REPLACE VIEW fencing.locks AS
+    WITH l AS MATERIALIZED (
+      SELECT l.pid, l.mode, l.granted, l.classid::bigint AS hi, l.objid::bigint AS lo, l.objsubid::integer AS kind,
+             %s AS waitstart
+        FROM pg_catalog.pg_locks l
+       WHERE l.locktype = 'advisory'
+         AND l.objsubid IN (32257 /* kResourceTagKind */, 32260 /* kDelayTagKind */,
+                            32263 /* kSharedXactTagKind */, 32264 /* kPermitQueueTagKind */)
+         AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+    ), g AS (
+      SELECT l.*, (l.hi << 32) | l.lo AS key
+        FROM l WHERE l.kind IN (32257 /* kResourceTagKind */, 32264 /* kPermitQueueTagKind */)
+    ), r AS (
+      -- The row of the lock's key: with two names of one key (a collision)
+      -- the one with the latest grant holds it. A queue's key is its
+      -- resource's first permit's. A permit's name is its resource's name,
+      -- U+001F and its number.
+      SELECT g.*, s.token AS state_token, s.granted_at, s.lease_ms,
+             pg_catalog.substring(s.resource, E'\x1f([1-9][0-9]{0,3})$')::integer AS suffix,
+             pg_catalog.substring(s.resource, E'^(.+)\x1f[1-9][0-9]{0,3}$') AS base,
+             s.resource AS name,
+             (SELECT pg_catalog.to_timestamp(946684800 + pg_catalog.max(d.hi)) FROM l d
+               WHERE d.kind = 32260 /* kDelayTagKind */ AND d.pid = g.pid AND d.lo = g.lo
+                 AND g.kind = 32257 /* kResourceTagKind */ AND g.granted) AS delay_until,
+             g.kind = 32257 /* kResourceTagKind */ AND g.granted AND g.mode <> 'ShareLock' AS exclusive_grant
+        FROM g
+        LEFT JOIN LATERAL (SELECT x.resource, x.token, x.granted_at, x.lease_ms FROM fencing.fence_state x
+                            WHERE x.key = g.key ORDER BY x.token DESC LIMIT 1) s ON true
+    ), p AS (
+      SELECT r.*,
+             CASE WHEN r.base IS NOT NULL AND r.suffix <= 1000 THEN r.base ELSE r.name END AS resource,
+             CASE WHEN r.kind = 32257 /* kResourceTagKind */ AND r.base IS NOT NULL AND r.suffix <= 1000
+                  THEN r.suffix END AS permit
+        FROM r
+    )
+    SELECT r.resource,
+           -- Like pg_stat_activity: other roles' tokens only for pg_read_all_stats.
+           (CASE WHEN r.kind = 32257 /* kResourceTagKind */ AND r.granted
+                     AND (r.pid = pg_catalog.pg_backend_pid()
+                          OR (a.usesysid IS NOT NULL AND pg_catalog.pg_has_role(a.usesysid, 'MEMBER'))
+                          OR pg_catalog.pg_has_role('pg_read_all_stats', 'MEMBER'))
+                THEN r.state_token END)::fencing.token AS token,
+           r.pid,
+           CASE WHEN r.mode = 'ExclusiveLock' THEN 'session'
+                WHEN r.mode = 'ShareLock'
+                     AND NOT EXISTS (SELECT 1 FROM l m WHERE m.kind = 32263 /* kSharedXactTagKind */
+                                        AND m.pid = r.pid AND m.hi = r.hi AND m.lo = r.lo)
+                THEN 'session'
+                ELSE 'transaction' END AS scope,
+           r.kind = 32257 /* kResourceTagKind */ AND r.granted AS granted,
+           CASE WHEN r.exclusive_grant THEN pg_catalog.to_timestamp(946684800 + r.granted_at)
+                WHEN r.kind = 32257 /* kResourceTagKind */ AND r.granted THEN NULL
+                ELSE r.waitstart END AS since,
+           a.application_name,
+           CASE WHEN r.exclusive_grant AND r.lease_ms > 0 AND r.delay_until IS NULL
+                THEN pg_catalog.make_interval(secs => r.lease_ms / 1000.0) END AS lease,
+           CASE WHEN r.exclusive_grant AND r.lease_ms > 0 AND r.delay_until IS NULL THEN
+                (CASE WHEN a.state = 'active' THEN pg_catalog.now() ELSE a.state_change END)
+                + pg_catalog.make_interval(secs => r.lease_ms / 1000.0) END AS expires_at,
+           CASE WHEN r.mode = 'ShareLock' THEN 'shared' ELSE 'exclusive' END AS mode,
+           r.permit,
+           r.delay_until
+      FROM p r
+      LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = r.pid
+     -- The head of a permit queue also waits for one permit's lock: that wait
+     -- is shown as its queue row, not twice.
+     WHERE NOT (r.kind = 32257 /* kResourceTagKind */ AND NOT r.granted AND r.permit IS NOT NULL)
+  $v$, CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 140000 THEN 'l.waitstart' ELSE 'NULL::timestamptz' END);
+END
+$$;
+
+-------------------------------------------------------------------------------
+-- Notifications of lock events: NOTIFY on channel "fencing", JSON payload
+-- {"resource", "event": granted|released|lost|delay_ended, "token", "time"},
+-- for the resources named here (resource NULL: every resource of the
+-- database). Sent at the commit of the transaction the event happened in
+-- (src/pg/notify.cpp). Enabling is not for PUBLIC: any role that can connect
+-- may LISTEN, and would see the names and tokens of the enabled resources.
+-------------------------------------------------------------------------------
+CREATE TABLE fencing.notify_settings (
+    resource text COLLATE "C"    -- NULL: every resource of the database
+);
+-- Written by set_notify only (which keeps names unique and one NULL at most,
+-- under a self-conflicting lock), and loaded by a restore.
+SELECT pg_catalog.pg_extension_config_dump('fencing.notify_settings', '');
+REVOKE ALL ON fencing.notify_settings FROM PUBLIC;
+GRANT SELECT ON fencing.notify_settings TO PUBLIC;
+-- pg_dump reads it and a restore by the database's owner loads it (as for
+-- fence_state).
+GRANT SELECT, INSERT ON fencing.notify_settings TO pg_database_owner;
+
+-- Enables (or disables) the notifications of a resource, or with NULL of
+-- every resource of the database; at most 1000 resources per database. Writes
+-- notify_settings on its caller's behalf. Not for PUBLIC.
+CREATE FUNCTION fencing.set_notify(resource text, enabled boolean DEFAULT true)
+    RETURNS void AS 'MODULE_PATHNAME', 'fencing_set_notify' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION fencing.set_notify(text, boolean) FROM PUBLIC;
+
+-- Rows written by SQL (a restore's COPY, a superuser's hand) reach every
+-- session's cached settings at its next transaction, as set_notify's do.
+CREATE FUNCTION fencing.notify_settings_changed() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'fencing_notify_settings_changed' LANGUAGE C;
+REVOKE ALL ON FUNCTION fencing.notify_settings_changed() FROM PUBLIC;
+CREATE TRIGGER notify_settings_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON fencing.notify_settings
+    FOR EACH STATEMENT EXECUTE FUNCTION fencing.notify_settings_changed();
+
+-------------------------------------------------------------------------------
+-- Statistics, kept in shared memory when fencing is in
+-- shared_preload_libraries (src/pg/stats.cpp); otherwise the views say so
+-- (collecting = false, note) and show NULL counters. Counters are per
+-- database, not transactional, and start from zero at server start, after a
+-- crash, and at fencing.reset_stats().
+-------------------------------------------------------------------------------
+CREATE FUNCTION fencing.stats_data(
+    OUT grants bigint, OUT waits bigint, OUT total_wait_time double precision, OUT max_wait_time double precision,
+    OUT wait_timeouts bigint, OUT lease_expiries bigint, OUT lost bigint, OUT stale_rejections bigint,
+    OUT stale_skips bigint, OUT forgets bigint, OUT notifications_dropped bigint, OUT stats_reset timestamptz,
+    OUT collecting boolean, OUT note text)
+    RETURNS record AS 'MODULE_PATHNAME', 'fencing_stats_data' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+CREATE FUNCTION fencing.table_stats_data(OUT relid oid, OUT stale_rejections bigint, OUT stale_skips bigint)
+    RETURNS SETOF record AS 'MODULE_PATHNAME', 'fencing_table_stats_data' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+CREATE VIEW fencing.stats AS
+SELECT s.grants, s.waits, s.total_wait_time, s.max_wait_time, s.wait_timeouts, s.lease_expiries, s.lost,
+       s.stale_rejections, s.stale_skips, s.forgets, s.notifications_dropped, s.stats_reset, s.collecting, s.note
+  FROM fencing.stats_data() s;
+GRANT SELECT ON fencing.stats TO PUBLIC;
+
+-- One row per protected table; a partitioned table's row sums its partitions.
+CREATE VIEW fencing.table_stats AS
+SELECT p.tbl,
+       (CASE WHEN st.collecting THEN COALESCE(pg_catalog.sum(d.stale_rejections), 0) END)::bigint
+           AS stale_rejections,
+       (CASE WHEN st.collecting THEN COALESCE(pg_catalog.sum(d.stale_skips), 0) END)::bigint
+           AS stale_skips,
+       st.stats_reset
+  FROM fencing.protected p
+ CROSS JOIN fencing.stats_data() st
+  -- the table itself, and its partitions (pg_partition_tree has no row for a plain table)
+  CROSS JOIN LATERAL (SELECT p.tbl::pg_catalog.oid AS relid
+                      UNION SELECT t.relid::pg_catalog.oid FROM pg_catalog.pg_partition_tree(p.tbl) t) tree
+  LEFT JOIN fencing.table_stats_data() d ON d.relid = tree.relid
+ GROUP BY p.tbl, st.collecting, st.stats_reset;
+GRANT SELECT ON fencing.table_stats TO PUBLIC;
+
+-- Resets this database's counters. Not for PUBLIC.
+CREATE FUNCTION fencing.reset_stats() RETURNS void
+    AS 'MODULE_PATHNAME', 'fencing_reset_stats' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION fencing.reset_stats() FROM PUBLIC;

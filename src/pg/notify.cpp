@@ -1,0 +1,446 @@
+// Notifications of lock events (see notify.hpp), fencing.set_notify and the
+// trigger that keeps every session's copy of the settings current.
+//
+// Settings. Each session keeps the keys of the enabled resources (or "all"),
+// read from fencing.notify_settings when first needed and again after an
+// invalidation of that table (or of fencing.key_secret: a new secret gives
+// every name a new key), which set_notify (and the table's statement
+// trigger, for rows written by SQL) sends at commit: a session sees a change
+// at its next transaction. Without the table (a database still at 1.0) or
+// with nothing enabled, a grant costs a test of a flag.
+//
+// Events. A notification is queued with Async_Notify in the transaction the
+// event happens in, so PostgreSQL sends it at that transaction's commit, in
+// commit order, and drops it when the transaction (or the subtransaction)
+// aborts: nothing is notified for what did not commit. Transaction-scoped
+// grants announce their end just before their transaction commits (they end
+// with it). A session that ends while holding session-scoped grants it
+// announced sends "lost" for them itself, from a before_shmem_exit callback,
+// in a transaction of its own, while the lock manager still holds its locks
+// (they are freed right after). That is best-effort: a backend that crashes
+// (the server then restarts, and every listener's connection breaks) sends
+// nothing, nor does one that cannot queue its notification within about a
+// second.
+//
+// Bounds. One transaction queues at most kPerTransaction notifications, and
+// none once PostgreSQL's notification queue is half full (checked at the
+// first event of a transaction and then every kQueueCheckEvery): a full queue
+// would make every NOTIFY in the cluster fail at commit, the acquiring
+// transaction's included. What is not sent is counted in fencing.stats
+// (notifications_dropped) and the transaction gets a WARNING.
+#include "pg/notify.hpp"
+
+#include "pg/lock_options.hpp"
+
+#include "pg/args.hpp"
+#include "pg/bridge.hpp"
+#include "pg/key_secret.hpp"
+#include "pg/lock_tags.hpp"
+#include "pg/stats.hpp"
+
+#include "core/announcements.hpp"
+
+extern "C" {
+#include "catalog/pg_database.h"
+#include "commands/async.h"
+#include "tcop/utility.h"
+}
+
+namespace fencing::pg::notify {
+
+namespace {
+
+constexpr std::uint32_t kPerTransaction = 10000;
+constexpr std::uint32_t kQueueCheckEvery = 256;
+constexpr double kQueueFullAt = 0.5;
+constexpr int kMaxResources = 1000;
+
+core::NotifyKeys keys;
+bool keys_valid = false;
+Oid settings_relid = InvalidOid;
+Oid secret_relid = InvalidOid;  // a new resource key secret gives every name a new key
+bool relcache_callback_registered = false;
+
+core::Announcements grants;
+core::NotifyBudget budget(kPerTransaction, kQueueCheckEvery);
+bool xact_callbacks_registered = false;
+
+void invalidate(Datum, Oid relid) {
+    // Without the table, any relation may be it once created (ALTER EXTENSION UPDATE).
+    if (relid == InvalidOid || !OidIsValid(settings_relid) || relid == settings_relid || relid == secret_relid)
+        keys_valid = false;
+}
+
+Oid find_settings_table() {
+    const Oid nsp = get_namespace_oid("fencing", true);
+    return OidIsValid(nsp) ? get_relname_relid("notify_settings", nsp) : InvalidOid;
+}
+
+void check_layout(Relation rel) {
+    const TupleDesc d = RelationGetDescr(rel);
+    if (d->natts != 1 || TupleDescAttr(d, 0)->atttypid != TEXTOID)
+        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.notify_settings has an unexpected layout"),
+                        errhint("The table was altered by hand; reinstall the fencing extension.")));
+}
+
+[[noreturn]] void out_of_memory() {
+    ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory in fencing notifications")));
+    pg_unreachable();
+}
+
+void load_keys() {
+    if (!relcache_callback_registered) {
+        CacheRegisterRelcacheCallback(invalidate, (Datum)0);
+        relcache_callback_registered = true;
+    }
+    keys_valid = true;  // an invalidation arriving while reading makes it false again
+    settings_relid = find_settings_table();
+    const Oid nsp = get_namespace_oid("fencing", true);
+    secret_relid = OidIsValid(nsp) ? get_relname_relid("key_secret", nsp) : InvalidOid;
+    std::uint64_t* found = nullptr;
+    std::size_t n = 0;
+    bool all = false;
+    if (OidIsValid(settings_relid)) {
+        Relation rel = table_open(settings_relid, AccessShareLock);
+        check_layout(rel);
+        found = static_cast<std::uint64_t*>(palloc(sizeof(std::uint64_t) * kMaxResources));
+        Snapshot snap = RegisterSnapshot(GetLatestSnapshot());
+        SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, snap, 0, nullptr);
+        HeapTuple tup;
+        while (HeapTupleIsValid(tup = systable_getnext(scan))) {
+            bool isnull = false;
+            const Datum v = heap_getattr(tup, 1, RelationGetDescr(rel), &isnull);
+            if (isnull) {
+                all = true;
+            } else if (n < static_cast<std::size_t>(kMaxResources)) {  // rows past the bound (SQL) are ignored
+                text* t = DatumGetTextPP(v);
+                found[n++] = resource_key_of(VARDATA_ANY(t), static_cast<int>(VARSIZE_ANY_EXHDR(t)));
+            }
+        }
+        systable_endscan(scan);
+        UnregisterSnapshot(snap);
+        table_close(rel, AccessShareLock);
+    }
+    bool failed = false;
+    try {
+        keys.assign(all, found, n);
+    } catch (...) {
+        failed = true;
+    }
+    if (found != nullptr) pfree(found);
+    if (failed) {
+        keys_valid = false;
+        out_of_memory();
+    }
+}
+
+bool enabled_for(std::uint64_t key) {
+    if (!keys_valid) load_keys();
+    return keys.enabled(key);
+}
+
+std::int64_t unix_now_us() {
+    return GetCurrentTimestamp() + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+}
+
+double queue_usage() {
+    LOCAL_FCINFO(fc, 0);
+    InitFunctionCallInfoData(*fc, nullptr, 0, InvalidOid, nullptr, nullptr);
+    return DatumGetFloat8(pg_notification_queue_usage(fc));
+}
+
+void xact_callback(XactEvent event, void*);
+void subxact_callback(SubXactEvent event, SubTransactionId sub, SubTransactionId parent, void*);
+
+void ensure_xact_callbacks() {
+    if (xact_callbacks_registered) return;
+    RegisterXactCallback(xact_callback, nullptr);
+    RegisterSubXactCallback(subxact_callback, nullptr);
+    xact_callbacks_registered = true;
+}
+
+// Queues the notification of an event in the current transaction, within the bounds.
+void queue(const char* resource, std::size_t len, core::LockEvent ev, std::int64_t token) {
+    ensure_xact_callbacks();
+    if (budget.queue_check_due() && queue_usage() >= kQueueFullAt) budget.queue_full();
+    if (!budget.admit()) {
+        stats::add(stats::kNotificationsDropped);
+        return;
+    }
+    char* payload = static_cast<char*>(palloc(core::kPayloadMax + 1));
+    core::event_payload(resource, len, ev, token, unix_now_us(), payload);
+    Async_Notify(core::kNotifyChannel, payload);
+    pfree(payload);
+}
+
+// Just before a commit: the transaction-scoped grants this session announced
+// end with the transaction; a grant whose lock is gone (pg_advisory_unlock_all,
+// DISCARD ALL) has ended too. One still held at session scope goes on.
+void announce_transaction_end() {
+    const std::size_t cap = grants.size();
+    if (cap == 0) return;
+    auto* ks = static_cast<std::uint64_t*>(palloc(sizeof(std::uint64_t) * cap));
+    const std::size_t n = grants.copy_keys(ks, cap);
+    for (std::size_t i = 0; i < n; ++i) {
+        if (held_at_session_scope(ks[i])) {
+            grants.mark_session(ks[i]);
+            continue;
+        }
+        const core::Announcements::Grant* g = grants.find(ks[i]);
+        if (g == nullptr) continue;
+        if (holds_any_mode(resource_tag(ks[i])) || g->session)
+            queue(g->resource.data(), g->resource.size(), core::LockEvent::released, g->token);
+        grants.remove(ks[i]);
+    }
+    pfree(ks);
+}
+
+void warn_refused() {
+    const std::uint32_t refused = budget.refused();
+    if (refused == 0) return;
+    ereport(WARNING, (errcode(ERRCODE_WARNING),
+                      errmsg("%u fencing notification%s of this transaction %s not sent", refused, refused == 1 ? "" : "s",
+                             refused == 1 ? "was" : "were"),
+                      errdetail("A transaction sends at most %u lock-event notifications, and none while the "
+                                "notification queue is half full or more.",
+                                kPerTransaction),
+                      errhint("Listeners should read fencing.locks when they may have missed events.")));
+}
+
+void xact_callback(XactEvent event, void*) {
+    switch (event) {
+        case XACT_EVENT_PRE_COMMIT:
+            announce_transaction_end();
+            warn_refused();
+            break;
+        case XACT_EVENT_COMMIT:
+        case XACT_EVENT_PARALLEL_COMMIT:
+        case XACT_EVENT_PREPARE:
+            budget.xact_end();
+            break;
+        case XACT_EVENT_ABORT:
+        case XACT_EVENT_PARALLEL_ABORT:
+            grants.drop_transaction_grants();
+            budget.xact_end();
+            break;
+        default:
+            break;
+    }
+}
+
+void subxact_callback(SubXactEvent event, SubTransactionId sub, SubTransactionId parent, void*) {
+    if (event == SUBXACT_EVENT_ABORT_SUB)
+        grants.subxact_abort(sub);
+    else if (event == SUBXACT_EVENT_COMMIT_SUB)
+        grants.subxact_commit(sub, parent);
+}
+
+}  // namespace
+
+bool announcing() noexcept { return grants.size() > 0; }
+
+void granted(std::uint64_t key, const char* resource, int len, std::int64_t token, bool session) {
+    if (!keys_valid) load_keys();
+    // A permit is announced under its resource's name, and enabled by it.
+    if (!keys.any() || (!keys.enabled(key) && !keys.enabled(resource_key_of(resource, len)))) return;
+    queue(resource, static_cast<std::size_t>(len), core::LockEvent::granted, token);
+    bool failed = false;
+    try {
+        grants.add(key, token, resource, static_cast<std::size_t>(len), session, GetCurrentSubTransactionId());
+    } catch (...) {
+        failed = true;
+    }
+    if (failed) out_of_memory();
+}
+
+void released(std::uint64_t key) {
+    const core::Announcements::Grant* g = grants.find(key);
+    if (g == nullptr) return;
+    queue(g->resource.data(), g->resource.size(), core::LockEvent::released, g->token);
+    grants.remove(key);
+}
+
+void event(const char* resource, int len, core::LockEvent ev, std::int64_t token) {
+    if (!enabled_for(resource_key_of(resource, len))) return;
+    queue(resource, static_cast<std::size_t>(len), ev, token);
+}
+
+namespace {
+
+// The grants this ending session announced as lost (TopMemoryContext), for
+// their delay_ended.
+struct Lost {
+    std::uint64_t key;
+    const char* resource;
+    std::size_t len;
+    std::int64_t token;
+};
+Lost* lost = nullptr;
+std::size_t n_lost = 0;
+
+// Sends one event per entry of `list` whose `pick` is true, in a transaction
+// of its own, as PostgreSQL's own exit callbacks do. Its commit must not wait
+// for a synchronous standby (nothing would end the wait now, and the
+// session's locks would stay held meanwhile), and its notification must not
+// wait for long for the notification queue's lock, which PostgreSQL takes at
+// commit (LockSharedObject on pg_database) and which is taken here first,
+// without waiting, for at most a second.
+void send_on_exit(const Lost* list, std::size_t n, core::LockEvent ev, std::uint64_t only_key) {
+    synchronous_commit = SYNCHRONOUS_COMMIT_OFF;
+    AbortOutOfAnyTransaction();
+    StartTransactionCommand();
+    budget.xact_end();
+    LOCKTAG tag;
+    SET_LOCKTAG_OBJECT(tag, InvalidOid, DatabaseRelationId, InvalidOid, 0);
+    bool locked = false;
+    for (int attempt = 0; attempt < 100 && !locked; ++attempt) {
+        locked = LockAcquire(&tag, AccessExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+        if (!locked) pg_usleep(10000L);
+    }
+    std::uint64_t sent = 0, wanted = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (only_key != 0 && list[i].key != only_key) continue;
+        ++wanted;
+        if (locked) {
+            queue(list[i].resource, list[i].len, ev, list[i].token);
+            ++sent;
+        }
+    }
+    if (!locked) stats::add(stats::kNotificationsDropped, wanted);
+    CommitTransactionCommand();
+}
+
+}  // namespace
+
+void session_ending() {
+    const std::size_t cap = grants.size();
+    if (cap == 0) return;
+    MemoryContextSwitchTo(TopMemoryContext);
+    auto* ks = static_cast<std::uint64_t*>(palloc(sizeof(std::uint64_t) * cap));
+    const std::size_t n = grants.copy_keys(ks, cap);
+    lost = static_cast<Lost*>(palloc(sizeof(Lost) * (n + 1)));
+    n_lost = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        // Only grants held at session scope: a transaction-scoped one ends
+        // with a transaction that never committed, so it was never announced.
+        if (!held_at_session_scope(ks[i])) continue;
+        const core::Announcements::Grant* g = grants.find(ks[i]);
+        if (g == nullptr) continue;
+        char* name = static_cast<char*>(palloc(g->resource.size() + 1));
+        memcpy(name, g->resource.data(), g->resource.size());
+        lost[n_lost++] = Lost{ks[i], name, g->resource.size(), g->token};
+    }
+    grants.clear();
+    if (n_lost == 0) return;
+    send_on_exit(lost, n_lost, core::LockEvent::lost, 0);
+}
+
+void delay_ended(std::uint64_t key) {
+    for (std::size_t i = 0; i < n_lost; ++i)
+        if (lost[i].key == key) {
+            send_on_exit(lost, n_lost, core::LockEvent::delay_ended, key);
+            return;
+        }
+}
+
+}  // namespace fencing::pg::notify
+
+using namespace fencing;
+using namespace fencing::pg;
+
+// fencing.set_notify(resource text, enabled boolean DEFAULT true): enables or
+// disables the notifications of a resource, or (resource NULL) of every
+// resource of the database. At most 1000 resources per database. Writes
+// fencing.notify_settings on the caller's behalf (EXECUTE is the privilege);
+// the change reaches every session at its next transaction after the commit.
+FENCING_FUNCTION(fencing_set_notify) {
+    return guarded("fencing.set_notify", [&]() -> Datum {
+        if (PG_ARGISNULL(1))
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("enabled must not be null")));
+        const bool enable = PG_GETARG_BOOL(1);
+        const bool all = PG_ARGISNULL(0);
+        Resource r{nullptr, 0, 0};
+        if (!all) r = resource_arg(fcinfo, 0);
+        PreventCommandIfReadOnly("fencing.set_notify()");
+        const Oid relid = notify::find_settings_table();
+        if (!OidIsValid(relid))
+            ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                            errmsg("fencing.notify_settings does not exist"),
+                            errhint("Update the extension: ALTER EXTENSION fencing UPDATE.")));
+        // Self-conflicting: concurrent calls take turns, each seeing the
+        // others' committed rows (the bound and the uniqueness hold).
+        Relation rel = table_open(relid, ShareRowExclusiveLock);
+        notify::check_layout(rel);
+        const TupleDesc desc = RelationGetDescr(rel);
+        int named = 0;
+        int nmatch = 0;
+        int cap = 4;
+        auto* matches = static_cast<ItemPointerData*>(palloc(sizeof(ItemPointerData) * cap));
+        Snapshot snap = RegisterSnapshot(GetLatestSnapshot());
+        SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, snap, 0, nullptr);
+        HeapTuple tup;
+        while (HeapTupleIsValid(tup = systable_getnext(scan))) {
+            bool isnull = false;
+            const Datum v = heap_getattr(tup, 1, desc, &isnull);
+            bool match = false;
+            if (isnull) {
+                match = all;
+            } else {
+                ++named;
+                if (!all) {
+                    text* t = DatumGetTextPP(v);
+                    match = VARSIZE_ANY_EXHDR(t) == static_cast<Size>(r.len) && memcmp(VARDATA_ANY(t), r.data, r.len) == 0;
+                }
+            }
+            if (!match) continue;
+            if (nmatch == cap) {
+                cap *= 2;
+                matches = static_cast<ItemPointerData*>(repalloc(matches, sizeof(ItemPointerData) * cap));
+            }
+            matches[nmatch++] = tup->t_self;
+        }
+        systable_endscan(scan);
+        UnregisterSnapshot(snap);
+
+        bool changed = false;
+        if (enable && nmatch == 0) {
+            if (!all && named >= notify::kMaxResources)
+                ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+                                errmsg("notifications are enabled for %d resources already", named),
+                                errdetail("A database may enable the notifications of at most %d resources by name.",
+                                          notify::kMaxResources),
+                                errhint("Disable some with fencing.set_notify(resource, false), or enable every "
+                                        "resource of the database with fencing.set_notify(NULL).")));
+            Datum v = all ? (Datum)0 : PointerGetDatum(cstring_to_text_with_len(r.data, r.len));
+            bool isnull = all;
+            HeapTuple row = heap_form_tuple(desc, &v, &isnull);
+            simple_heap_insert(rel, row);
+            heap_freetuple(row);
+            changed = true;
+        } else if (!enable) {
+            for (int i = 0; i < nmatch; ++i) simple_heap_delete(rel, &matches[i]);
+            changed = nmatch > 0;
+        }
+        pfree(matches);
+        if (changed) {
+            CacheInvalidateRelcacheByRelid(relid);
+            CommandCounterIncrement();
+        }
+        table_close(rel, NoLock);  // the lock is kept to the end of the transaction
+        PG_RETURN_VOID();
+    });
+}
+
+// The statement trigger of fencing.notify_settings: rows written by SQL (a
+// restore's COPY, a superuser's hand) reach every session's settings at its
+// next transaction, as set_notify's do.
+FENCING_FUNCTION(fencing_notify_settings_changed) {
+    return guarded("fencing.notify_settings_changed", [&]() -> Datum {
+        if (!CALLED_AS_TRIGGER(fcinfo))
+            ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                            errmsg("fencing.notify_settings_changed() was not called by the trigger manager")));
+        const TriggerData* td = reinterpret_cast<TriggerData*>(fcinfo->context);
+        CacheInvalidateRelcacheByRelid(RelationGetRelid(td->tg_relation));
+        return compat::null_datum();
+    });
+}

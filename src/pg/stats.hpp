@@ -1,0 +1,52 @@
+// Statistics of fencing (fencing.stats, fencing.table_stats): counters per
+// database, and rejections per table, in shared memory. They exist only when
+// fencing is in shared_preload_libraries; otherwise collecting() is false and
+// every add is a no-op.
+#pragma once
+#include "pg/pg.hpp"
+
+#include <cstdint>
+
+namespace fencing::pg::stats {
+
+enum Counter : int {
+    kGrants,
+    kWaits,
+    kWaitUs,     // total wait time, microseconds
+    kWaitMaxUs,  // longest wait, microseconds (a maximum, not a sum)
+    kWaitTimeouts,
+    kLeaseExpiries,
+    kLost,
+    kStaleRejections,
+    kStaleSkips,
+    kForgets,
+    kNotificationsDropped,
+    kCounters
+};
+
+// At most this many databases have counters (the first ones to use fencing
+// since the server started).
+inline constexpr int kMaxDatabases = 256;
+
+// From _PG_init, before the "fencing." settings prefix is reserved: defines
+// fencing.stats_max_tables and requests the shared memory, when the library
+// is being preloaded; nothing otherwise.
+void init();
+
+// Whether statistics are collected (fencing was preloaded).
+inline bool collecting() noexcept;
+
+// Adds n to a counter of this database / raises its maximum to v. Never
+// raise an error; safe in a PG_CATCH block and at session exit.
+void add(Counter c, std::uint64_t n = 1) noexcept;
+void raise_max(Counter c, std::uint64_t v) noexcept;
+// A stale write (kStaleRejections or kStaleSkips) on table relid: counted
+// for the database, and for the table while fencing.stats_max_tables allows.
+void add_table(Oid relid, Counter c) noexcept;
+
+namespace detail {
+extern bool attached;
+}
+inline bool collecting() noexcept { return detail::attached; }
+
+}  // namespace fencing::pg::stats
