@@ -254,7 +254,7 @@ CREATE FUNCTION fencing.advance_past_table(tbl regclass) RETURNS bigint
 -- over): a restored database starts without tombstones.
 -------------------------------------------------------------------------------
 CREATE TABLE fencing.tombstones (
-    tbl        oid         NOT NULL,   -- the table that held the row (a partition for a partitioned table)
+    tbl        oid         NOT NULL,   -- the table owning the protection: the top-most protected ancestor of the row's table, or that table
     key_hash   bigint      NOT NULL,   -- 64-bit hash of the row's primary key, by its columns' hash functions
     token      bigint      NOT NULL,   -- the token the row was deleted with (the newest, if deleted again)
     deleted_at timestamptz NOT NULL,   -- when
@@ -561,7 +561,8 @@ CREATE EVENT TRIGGER fencing_ddl_command_end ON ddl_command_end
 -- Tombstones go with their table: a table dropped (DROP TABLE, a partition,
 -- DROP SCHEMA ... CASCADE, DROP OWNED, whatever drops it) loses its
 -- tombstones in the dropping transaction, so that a table that later gets
--- its OID does not meet them. Every command's dropped objects are looked at
+-- its OID does not meet them (a hierarchy's go with its root, under which
+-- they are kept). Every command's dropped objects are looked at
 -- (many commands can drop a table by a dependency). Temporary tables, which
 -- PostgreSQL drops at the end of their session without event triggers, have
 -- none (protect).

@@ -580,7 +580,9 @@ FENCING_FUNCTION(fencing_forget_tombstones) {
 }
 
 // fencing.sql_drop(): the event trigger fencing_sql_drop. Every table the
-// command dropped loses its tombstones, in the dropping transaction (a DROP
+// command dropped loses the tombstones kept under it (a hierarchy's root
+// those of the whole hierarchy; a partition or child only those from a time
+// it owned its protection), in the dropping transaction (a DROP
 // rolled back keeps them), so that a table that later gets its OID does not
 // meet them. It runs with the rights of the role that runs the DDL, which
 // needs nothing of fencing: the module removes them. Nothing to do when
