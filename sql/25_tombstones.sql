@@ -3,7 +3,10 @@
 -- options no sequence of ordinary writes lowers a row's token: DELETE then
 -- INSERT (two statements, one writable CTE), INSERT ... ON CONFLICT, COPY,
 -- MERGE, an UPDATE that changes the key or moves the row to another
--- partition, inheritance children. Also: aborted DELETEs leave none, writers
+-- partition, inheritance children, a key deleted in one table of a protected
+-- hierarchy and inserted into another (tombstones are kept under the
+-- top-most protected ancestor; partitions created, dropped, detached and
+-- attached; INHERIT). Also: aborted DELETEs leave none, writers
 -- need no privilege of fencing, tables without a primary key are refused
 -- unless tombstones => false, keys compare as the primary key does (numeric
 -- scale, float zero, a nondeterministic collation), fencing.forget_tombstones()
@@ -176,6 +179,106 @@ UPDATE tp SET region = 'us', id = 2, fence_token = 41 WHERE region = 'eu' AND id
 SELECT tableoid::regclass, * FROM tp ORDER BY region, id;
 
 ---------------------------------------------------------------------------
+-- A hierarchy keeps its tombstones with the table that owns its protection:
+-- the top-most protected ancestor, through partitions and inheritance
+-- alike. A key deleted anywhere in it is judged on INSERT anywhere in it,
+-- whichever table the row lands in, also one created, dropped or attached
+-- after the DELETE.
+---------------------------------------------------------------------------
+-- A key deleted in the DEFAULT partition meets the partition created for it
+-- later (and is not lost when that partition is dropped).
+CREATE TABLE tpk (id int, region int, v text, fence_token fencing.token, PRIMARY KEY (id, region))
+    PARTITION BY LIST (region);
+CREATE TABLE tpk_def PARTITION OF tpk DEFAULT;
+SELECT fencing.protect('tpk');
+INSERT INTO tpk VALUES (1, 5, 'old', 10), (2, 5, 'old', 10);
+BEGIN;
+SET LOCAL fencing.token = '20';
+DELETE FROM tpk WHERE region = 5;
+COMMIT;
+INSERT INTO tpk VALUES (1, 5, 'stale', 10);
+CREATE TABLE tpk5 PARTITION OF tpk FOR VALUES IN (5);
+INSERT INTO tpk VALUES (1, 5, 'stale, into the new partition', 10);
+INSERT INTO tpk5 VALUES (1, 5, 'stale, into the new partition directly', 15);
+DROP TABLE tpk5;
+CREATE TABLE tpk5 PARTITION OF tpk FOR VALUES IN (5);
+INSERT INTO tpk VALUES (2, 5, 'stale, after the partition was dropped and created again', 15);
+INSERT INTO tpk VALUES (1, 5, 'newer', 21) RETURNING tableoid::regclass, *;
+CREATE TEMP VIEW tpk_tombstones AS
+SELECT c.relname, t.token FROM fencing.tombstones t JOIN pg_class c ON c.oid = t.tbl
+ WHERE c.relname LIKE 'tpk%' ORDER BY c.relname COLLATE "C", t.token;
+SELECT * FROM tpk_tombstones;
+-- DETACH: the tombstones of keys deleted before it stay with tpk. The
+-- detached table keeps its check, and judges its later writes against its
+-- own tombstones, recorded from then on under its own OID.
+BEGIN;
+SET LOCAL fencing.token = '30';
+DELETE FROM tpk WHERE id = 1 AND region = 5;
+COMMIT;
+ALTER TABLE tpk DETACH PARTITION tpk5;
+INSERT INTO tpk5 VALUES (1, 5, 'detached: judged against its own tombstones', 25) RETURNING *;
+BEGIN;
+SET LOCAL fencing.token = '40';
+DELETE FROM tpk5 WHERE id = 1;
+COMMIT;
+INSERT INTO tpk5 VALUES (1, 5, 'stale, in the detached table', 35);
+SELECT * FROM tpk_tombstones;
+-- ATTACHed again, its tombstones join tpk's (the newer token of a key).
+ALTER TABLE tpk ATTACH PARTITION tpk5 FOR VALUES IN (5);
+SELECT * FROM tpk_tombstones;
+INSERT INTO tpk VALUES (1, 5, 'stale, deleted from the detached table with 40', 35);
+INSERT INTO tpk VALUES (2, 5, 'stale, deleted from the default partition with 20', 15);
+INSERT INTO tpk VALUES (1, 5, 'newer', 41), (2, 5, 'newer', 41) RETURNING tableoid::regclass, *;
+
+-- Inheritance: a key deleted in a child, inserted through the parent (into
+-- the parent's own table), and the other way round.
+CREATE TABLE tih (id int PRIMARY KEY, v text, fence_token fencing.token);
+CREATE TABLE tih_c (PRIMARY KEY (id)) INHERITS (tih);
+CREATE TABLE tih_gc (PRIMARY KEY (id)) INHERITS (tih_c);
+SELECT fencing.protect('tih');
+INSERT INTO tih_c VALUES (7, 'child row', 10);
+INSERT INTO tih_gc VALUES (8, 'grandchild row', 10);
+BEGIN;
+SET LOCAL fencing.token = '20';
+DELETE FROM tih WHERE id IN (7, 8);
+COMMIT;
+INSERT INTO tih VALUES (7, 'stale, through the parent', 10);
+INSERT INTO tih VALUES (8, 'stale, through the parent', 10);
+INSERT INTO tih_gc VALUES (7, 'stale, into the grandchild', 15);
+INSERT INTO tih_c VALUES (8, 'stale, into the child', 15);
+INSERT INTO tih VALUES (7, 'newer', 21) RETURNING tableoid::regclass, *;
+BEGIN;
+SET LOCAL fencing.token = '30';
+DELETE FROM ONLY tih WHERE id = 7;
+COMMIT;
+INSERT INTO tih_c VALUES (7, 'stale, deleted from the parent', 25);
+-- A child whose primary key differs from the parent's: its keys hash
+-- differently and do not meet the parent's tombstones.
+CREATE TABLE tih_k (k int NOT NULL DEFAULT 0, PRIMARY KEY (id, k)) INHERITS (tih);
+INSERT INTO tih_k VALUES (7, 'another key: (id, k)', 5, 0) RETURNING *;
+-- Dropping a child leaves the tombstones with the parent.
+DROP TABLE tih_gc;
+INSERT INTO tih VALUES (8, 'stale, after the grandchild was dropped', 15);
+-- A table that joins with tombstones of its own (ALTER TABLE ... INHERIT):
+-- they join the parent's.
+CREATE TABLE tij (id int PRIMARY KEY, v text, fence_token fencing.token);
+SELECT fencing.protect('tij');
+INSERT INTO tij VALUES (9, 'own', 10);
+BEGIN;
+SET LOCAL fencing.token = '20';
+DELETE FROM tij;
+COMMIT;
+ALTER TABLE tij INHERIT tih;
+INSERT INTO tih VALUES (9, 'stale, through the parent', 15);
+INSERT INTO tij VALUES (9, 'stale', 15);
+SELECT c.relname, count(*) FROM fencing.tombstones t JOIN pg_class c ON c.oid = t.tbl
+ WHERE c.relname LIKE 'ti_%' GROUP BY c.relname ORDER BY c.relname COLLATE "C";
+-- Dropping the parent (with its children) removes the hierarchy's tombstones.
+SELECT 'tih'::regclass::oid AS tih_oid \gset
+DROP TABLE tih CASCADE;
+SELECT count(*) AS after_drop FROM fencing.tombstones WHERE tbl = :tih_oid;
+
+---------------------------------------------------------------------------
 -- Keys compare as the primary key does: numeric 1.0 = 1.00, -0.0 = 0.0,
 -- composite keys, text.
 ---------------------------------------------------------------------------
@@ -336,8 +439,9 @@ INSERT INTO tb VALUES (51, 201, 'newer') RETURNING *;
 ---------------------------------------------------------------------------
 -- Tombstones go with their table: DROP TABLE removes them, in the dropping
 -- transaction (a DROP rolled back keeps them), so that no table that later
--- gets the dropped table's OID meets them. Also a dropped partition's (the
--- other partitions keep theirs), an inheritance child's, every table's of
+-- gets the dropped table's OID meets them. A dropped partition or
+-- inheritance child leaves the tombstones of its rows with its protected
+-- ancestor, which keeps them (they go when it is dropped). Every table's of
 -- DROP SCHEMA ... CASCADE and of DROP OWNED. The role that drops needs
 -- nothing of fencing.
 ---------------------------------------------------------------------------
@@ -405,7 +509,7 @@ COMMIT;
 RESET ROLE;
 CREATE TEMP TABLE tomb_oids AS
 SELECT c.relname, c.oid FROM pg_class c
- WHERE c.relowner = 'regress_fencing25_owner'::regrole AND c.relkind = 'r';
+ WHERE c.relowner = 'regress_fencing25_owner'::regrole AND c.relkind IN ('r', 'p');
 CREATE TEMP VIEW tomb_counts AS
 SELECT o.relname, (SELECT count(*) FROM fencing.tombstones t WHERE t.tbl = o.oid) AS tombstones
   FROM tomb_oids o ORDER BY o.relname COLLATE "C";
@@ -482,7 +586,7 @@ SELECT fencing.protect('tq');
 SELECT fencing.protect('tq', tombstones => false);
 SELECT tbl, tombstones FROM fencing.protected WHERE tbl IN ('tq'::regclass, 'tq_tmp'::regclass) ORDER BY tbl::text COLLATE "C";
 
-DROP TABLE tb, tp, tk, tci, tn, td, tm, tgen, tw, tx, tc, tq CASCADE;
+DROP TABLE tb, tp, tpk, tk, tci, tn, td, tm, tgen, tw, tx, tc, tq CASCADE;
 DROP COLLATION tomb_ci;
 DROP ROLE regress_fencing25_app;
 DROP ROLE regress_fencing25_del;

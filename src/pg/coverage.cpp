@@ -18,6 +18,10 @@
 //    same name, can take its place.
 //  * A partition DETACHed from a protected table keeps the check as its own
 //    trigger until someone unprotects it.
+//  * Tombstones are kept under the hierarchy's owner (tombstones.hpp): a
+//    table that joins it (ATTACH, INHERIT) brings its own along; one that
+//    leaves it (DETACH, NO INHERIT) leaves those of the keys deleted while
+//    it belonged to it behind, and records its own from then on.
 //
 // The triggers run with the rights of the role that runs the DDL, which owns
 // the tables concerned (PostgreSQL requires it) but needs nothing of fencing:
@@ -262,6 +266,20 @@ void cover_child(Oid relid, bool advance, Oid enforce) {
     if (advance) advance_past_tokens(relid);
 }
 
+// A table that just joined a protected hierarchy (ATTACH PARTITION,
+// INHERIT), with its own partitions or children: the tombstones they kept
+// under themselves (protected alone, or detached before) join those of the
+// hierarchy's owner, under which their writes look from now on. Writers of
+// the tables are waited for first, so that no tombstone is recorded under
+// its old owner behind the move.
+void join_tombstones(Oid relid, Oid enforce) {
+    const Oid owner = tombstones::owner_of(relid, enforce);
+    if (owner == relid) return;
+    List* tables = find_all_inheritors(relid, ShareLock, nullptr);
+    ListCell* lc;
+    foreach (lc, tables) (void)tombstones::move_table(lfirst_oid(lc), owner);
+}
+
 // A partition just detached from PARENT: it keeps the check, as its own.
 void keep_detached(Oid parent, Oid part, Oid enforce) {
     Check pc = check_of(parent, enforce);
@@ -366,6 +384,7 @@ void ddl_command_end(FunctionCallInfo fcinfo) {
                     cb.previous = error_context_stack;
                     error_context_stack = &cb;
                     cover_child(objid[i], true, enforce);
+                    join_tombstones(objid[i], enforce);
                     error_context_stack = cb.previous;
                     break;
                 case AT_AttachPartition:  // objid: the partitioned table
@@ -374,6 +393,7 @@ void ddl_command_end(FunctionCallInfo fcinfo) {
                     cb.previous = error_context_stack;
                     error_context_stack = &cb;
                     advance_past_tokens(part);
+                    join_tombstones(part, enforce);
                     error_context_stack = cb.previous;
                     break;
                 case AT_DetachPartition:

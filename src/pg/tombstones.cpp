@@ -33,6 +33,8 @@ extern "C" {
 #include "catalog/index.h"
 #include "catalog/pg_am_d.h"
 #include "catalog/pg_amop.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_trigger.h"
 #include "commands/event_trigger.h"
 #include "common/hashfn.h"
 #include "utils/catcache.h"
@@ -217,6 +219,72 @@ Found lookup(Handle* h, Oid relid, std::uint64_t hash) {
 
 void wait_for(TransactionId xid) { XactLockTableWait(xid, nullptr, nullptr, XLTW_None); }
 
+// The tombstone of (RELID, HASH) once no transaction in progress writes it,
+// with TAG, its key's lock, held in ExclusiveLock (let go while waiting).
+Found lookup_settled(Handle* h, Oid relid, std::uint64_t hash, const LOCKTAG& tag) {
+    for (;;) {
+        const Found f = lookup(h, relid, hash);
+        if (!TransactionIdIsValid(f.writer)) return f;
+        LockRelease(&tag, ExclusiveLock, false);
+        wait_for(f.writer);
+        (void)LockAcquire(&tag, ExclusiveLock, false, false);
+    }
+}
+
+// Writes the tombstone (RELID, HASH) with TOKEN, recorded at AT, replacing
+// the key's tombstone (whose newer token and later time it keeps); with
+// TAG, the key's lock, held in ExclusiveLock.
+void put(Handle* h, Oid relid, std::uint64_t hash, std::int64_t token, TimestampTz at, const LOCKTAG& tag) {
+    Found f = lookup_settled(h, relid, hash, tag);
+    if (f.found) {
+        if (f.token > token) token = f.token;
+        if (f.deleted_at > at) at = f.deleted_at;
+        simple_heap_delete(h->heap, &f.tid);
+    }
+    Datum values[kNatts];
+    bool nulls[kNatts] = {false, false, false, false};
+    values[kAttTbl - 1] = ObjectIdGetDatum(relid);
+    values[kAttHash - 1] = Int64GetDatum(static_cast<std::int64_t>(hash));
+    values[kAttToken - 1] = Int64GetDatum(token);
+    values[kAttDeletedAt - 1] = TimestampTzGetDatum(at);
+    HeapTuple tup = heap_form_tuple(RelationGetDescr(h->heap), values, nulls);
+    simple_heap_insert(h->heap, tup);
+    Datum ivalues[2] = {values[kAttTbl - 1], values[kAttHash - 1]};
+    bool inulls[2] = {false, false};
+    compat::index_insert_unique(h->index, ivalues, inulls, &tup->t_self, h->heap, h->index_info);
+    heap_freetuple(tup);
+}
+
+// Up to MAX hashes of the tombstones kept under RELID, through the dirty
+// snapshot (which no longer returns those this transaction removed).
+int hashes_of(Handle* h, Oid relid, std::uint64_t* hashes, int max) {
+    int n = 0;
+    ScanKeyData skey;
+    ScanKeyInit(&skey, kAttTbl, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+    IndexScanDesc scan = compat::index_scan_begin(h->heap, h->index, &h->dirty, 1);
+    index_rescan(scan, &skey, 1, nullptr, 0);
+    while (n < max && index_getnext_slot(scan, ForwardScanDirection, h->slot)) {
+        bool isnull = false;
+        hashes[n++] = static_cast<std::uint64_t>(DatumGetInt64(slot_getattr(h->slot, kAttHash, &isnull)));
+    }
+    ExecClearTuple(h->slot);
+    index_endscan(scan);
+    return n;
+}
+
+// Whether RELID carries a trigger on CHECK_FN.
+bool carries_check(Relation tgrel, Oid relid, Oid check_fn) {
+    ScanKeyData key;
+    ScanKeyInit(&key, Anum_pg_trigger_tgrelid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+    SysScanDesc scan = systable_beginscan(tgrel, TriggerRelidNameIndexId, true, nullptr, 1, &key);
+    bool found = false;
+    HeapTuple tup;
+    while (!found && HeapTupleIsValid(tup = systable_getnext(scan)))
+        found = reinterpret_cast<Form_pg_trigger>(GETSTRUCT(tup))->tgfoid == check_fn;
+    systable_endscan(scan);
+    return found;
+}
+
 void end_of_statement(void* arg) { release(static_cast<Site*>(arg)); }
 
 void watch(Site* site, MemoryContext cxt) {
@@ -281,6 +349,33 @@ void build_key(Key* key, Relation rel, MemoryContext cxt) {
     key->usable = true;
 }
 
+Oid owner_of(Oid relid, Oid check_fn) {
+    Relation inh = table_open(InheritsRelationId, AccessShareLock);
+    Relation tgrel = table_open(TriggerRelationId, AccessShareLock);
+    Oid owner = relid;
+    for (;;) {
+        // The first parent (in inhseqno order) that carries the check: a
+        // partition has one parent; an inheritance child of several parents
+        // keeps its tombstones with the first protected one's owner.
+        ScanKeyData key;
+        ScanKeyInit(&key, Anum_pg_inherits_inhrelid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(owner));
+        SysScanDesc scan = systable_beginscan(inh, InheritsRelidSeqnoIndexId, true, nullptr, 1, &key);
+        Oid next = InvalidOid;
+        HeapTuple tup;
+        while (!OidIsValid(next) && HeapTupleIsValid(tup = systable_getnext(scan))) {
+            const Oid parent = reinterpret_cast<Form_pg_inherits>(GETSTRUCT(tup))->inhparent;
+            if (carries_check(tgrel, parent, check_fn)) next = parent;
+        }
+        systable_endscan(scan);
+        if (!OidIsValid(next)) break;
+        owner = next;  // pg_inherits has no cycles
+        CHECK_FOR_INTERRUPTS();
+    }
+    table_close(tgrel, AccessShareLock);
+    table_close(inh, AccessShareLock);
+    return owner;
+}
+
 const char* key_problem(Oid relid) {
     Relation rel = relation_open(relid, AccessShareLock);
     Key* key = static_cast<Key*>(palloc0(sizeof(Key)));
@@ -304,14 +399,13 @@ std::uint64_t hash_key(const Key* key, Relation rel, HeapTuple tup) {
     return h;
 }
 
-std::optional<std::int64_t> claim(Relation rel, std::uint64_t hash, Site* site, MemoryContext cxt) {
+std::optional<std::int64_t> claim(Oid owner, std::uint64_t hash, Site* site, MemoryContext cxt) {
     watch(site, cxt);
     Handle* h = handle();
-    const Oid relid = RelationGetRelid(rel);
-    const LOCKTAG tag = key_tag(relid, hash);
+    const LOCKTAG tag = key_tag(owner, hash);
     for (;;) {
         (void)LockAcquire(&tag, ShareLock, false, false);
-        const Found f = lookup(h, relid, hash);
+        const Found f = lookup(h, owner, hash);
         if (!TransactionIdIsValid(f.writer)) {
             hold(site, tag, ShareLock);
             if (f.found) return f.token;
@@ -324,39 +418,48 @@ std::optional<std::int64_t> claim(Relation rel, std::uint64_t hash, Site* site, 
     }
 }
 
-void record(Relation rel, std::uint64_t hash, std::int64_t token) {
+void record(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token) {
     if (XactReadOnly)
         ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
                         errmsg("cannot record the deletion of a row of relation \"%s\" in a read-only transaction",
                                RelationGetRelationName(rel)),
                         errdetail("A fenced DELETE writes a tombstone into fencing.tombstones.")));
     Handle* h = handle();
-    const Oid relid = RelationGetRelid(rel);
-    const LOCKTAG tag = key_tag(relid, hash);
+    const LOCKTAG tag = key_tag(owner, hash);
     (void)LockAcquire(&tag, ExclusiveLock, false, false);
-    Found f;
-    for (;;) {
-        f = lookup(h, relid, hash);
-        if (!TransactionIdIsValid(f.writer)) break;
-        LockRelease(&tag, ExclusiveLock, false);
-        wait_for(f.writer);
-        (void)LockAcquire(&tag, ExclusiveLock, false, false);
-    }
-    if (f.found && f.token > token) token = f.token;
-    if (f.found) simple_heap_delete(h->heap, &f.tid);
-    Datum values[kNatts];
-    bool nulls[kNatts] = {false, false, false, false};
-    values[kAttTbl - 1] = ObjectIdGetDatum(relid);
-    values[kAttHash - 1] = Int64GetDatum(static_cast<std::int64_t>(hash));
-    values[kAttToken - 1] = Int64GetDatum(token);
-    values[kAttDeletedAt - 1] = TimestampTzGetDatum(GetCurrentTimestamp());
-    HeapTuple tup = heap_form_tuple(RelationGetDescr(h->heap), values, nulls);
-    simple_heap_insert(h->heap, tup);
-    Datum ivalues[2] = {values[kAttTbl - 1], values[kAttHash - 1]};
-    bool inulls[2] = {false, false};
-    compat::index_insert_unique(h->index, ivalues, inulls, &tup->t_self, h->heap, h->index_info);
-    heap_freetuple(tup);
+    put(h, owner, hash, token, GetCurrentTimestamp(), tag);
     LockRelease(&tag, ExclusiveLock, false);
+}
+
+std::int64_t move_table(Oid from, Oid to) {
+    if (from == to) return 0;
+    Handle* h = handle();
+    constexpr int kBatch = 10000;
+    std::uint64_t* hashes = static_cast<std::uint64_t*>(palloc(sizeof(std::uint64_t) * kBatch));
+    std::int64_t moved = 0;
+    // Each under both keys' locks (FROM's first: nothing else takes two),
+    // as record() and forget_tombstones() write them.
+    for (;;) {
+        const int n = hashes_of(h, from, hashes, kBatch);
+        if (n == 0) break;
+        for (int i = 0; i < n; ++i) {
+            const LOCKTAG from_tag = key_tag(from, hashes[i]);
+            (void)LockAcquire(&from_tag, ExclusiveLock, false, false);
+            Found f = lookup_settled(h, from, hashes[i], from_tag);
+            if (f.found) {
+                simple_heap_delete(h->heap, &f.tid);
+                const LOCKTAG to_tag = key_tag(to, hashes[i]);
+                (void)LockAcquire(&to_tag, ExclusiveLock, false, false);
+                put(h, to, hashes[i], f.token, f.deleted_at, to_tag);
+                LockRelease(&to_tag, ExclusiveLock, false);
+                ++moved;
+            }
+            LockRelease(&from_tag, ExclusiveLock, false);
+        }
+        CHECK_FOR_INTERRUPTS();
+    }
+    pfree(hashes);
+    return moved;
 }
 
 std::int64_t remove_table(Oid relid) {
@@ -364,34 +467,16 @@ std::int64_t remove_table(Oid relid) {
     constexpr int kBatch = 10000;
     std::uint64_t* hashes = static_cast<std::uint64_t*>(palloc(sizeof(std::uint64_t) * kBatch));
     std::int64_t removed = 0;
-    // The table's tombstones, a batch at a time, through the dirty snapshot
-    // (which no longer returns those this transaction removed). Each goes
-    // under its key's lock, as forget_tombstones() removes one, waiting for
-    // a transaction that is removing it already.
+    // The table's tombstones, a batch at a time. Each goes under its key's
+    // lock, as forget_tombstones() removes one, waiting for a transaction
+    // that is removing it already.
     for (;;) {
-        int n = 0;
-        ScanKeyData skey;
-        ScanKeyInit(&skey, kAttTbl, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
-        IndexScanDesc scan = compat::index_scan_begin(h->heap, h->index, &h->dirty, 1);
-        index_rescan(scan, &skey, 1, nullptr, 0);
-        while (n < kBatch && index_getnext_slot(scan, ForwardScanDirection, h->slot)) {
-            bool isnull = false;
-            hashes[n++] = static_cast<std::uint64_t>(DatumGetInt64(slot_getattr(h->slot, kAttHash, &isnull)));
-        }
-        ExecClearTuple(h->slot);
-        index_endscan(scan);
+        const int n = hashes_of(h, relid, hashes, kBatch);
         if (n == 0) break;
         for (int i = 0; i < n; ++i) {
             const LOCKTAG tag = key_tag(relid, hashes[i]);
             (void)LockAcquire(&tag, ExclusiveLock, false, false);
-            Found f;
-            for (;;) {
-                f = lookup(h, relid, hashes[i]);
-                if (!TransactionIdIsValid(f.writer)) break;
-                LockRelease(&tag, ExclusiveLock, false);
-                wait_for(f.writer);
-                (void)LockAcquire(&tag, ExclusiveLock, false, false);
-            }
+            Found f = lookup_settled(h, relid, hashes[i], tag);
             if (f.found) {
                 simple_heap_delete(h->heap, &f.tid);
                 ++removed;
@@ -495,7 +580,9 @@ FENCING_FUNCTION(fencing_forget_tombstones) {
 }
 
 // fencing.sql_drop(): the event trigger fencing_sql_drop. Every table the
-// command dropped loses its tombstones, in the dropping transaction (a DROP
+// command dropped loses the tombstones kept under it (a hierarchy's root
+// those of the whole hierarchy; a partition or child only those from a time
+// it owned its protection), in the dropping transaction (a DROP
 // rolled back keeps them), so that a table that later gets its OID does not
 // meet them. It runs with the rights of the role that runs the DDL, which
 // needs nothing of fencing: the module removes them. Nothing to do when

@@ -2,6 +2,14 @@
 // per (table, primary key), in fencing.tombstones, so that a later INSERT of
 // the key (or an UPDATE that moves a row onto it) is judged against it.
 //
+// The table a tombstone is kept under is the one that owns the protection
+// of the table that held the row (owner_of()): its top-most protected
+// ancestor through pg_inherits (partitioned tables and inheritance parents
+// alike), or the table itself. So a key deleted anywhere in a protected
+// hierarchy is judged on an INSERT anywhere in it, into whichever table the
+// row lands (one created after the DELETE too), and a partition or child
+// dropped takes none of them along.
+//
 // Written by the module under the writer's own transaction (an aborted
 // DELETE leaves none; no privilege of the writer is needed), read as
 // committed or in progress (never through the writer's snapshot), and
@@ -52,17 +60,35 @@ const char* key_problem(Oid relid);
 // the primary key compares them, hash equally.
 std::uint64_t hash_key(const Key* key, Relation rel, HeapTuple tup);
 
-// For a row about to (re)create key HASH of REL: takes the key's lock (kept
-// in SITE until release()) and returns the token of the key's tombstone, if
-// any, once no transaction in progress is writing that tombstone.
-std::optional<std::int64_t> claim(Relation rel, std::uint64_t hash, Site* site, MemoryContext cxt);
+// The table whose tombstones (and key locks) a write to RELID uses: the
+// top-most ancestor that carries a trigger on CHECK_FN (fencing.enforce),
+// following at each level the first such parent in inhseqno order; RELID
+// itself when no parent carries one. Read from the catalogs (no lock on the
+// ancestors); the trigger resolves it once per statement.
+Oid owner_of(Oid relid, Oid check_fn);
 
-// Records that the row of REL with key HASH was deleted with TOKEN (keeping
-// a newer tombstone's token).
-void record(Relation rel, std::uint64_t hash, std::int64_t token);
+// For a row about to (re)create key HASH under OWNER (owner_of() the
+// table): takes the key's lock (kept in SITE until release()) and returns
+// the token of the key's tombstone, if any, once no transaction in progress
+// is writing that tombstone.
+std::optional<std::int64_t> claim(Oid owner, std::uint64_t hash, Site* site, MemoryContext cxt);
 
-// Removes every tombstone of RELID, a table being dropped (it is locked, so
-// none of its rows is being written); returns how many.
+// Records that the row of REL (named in errors) with key HASH was deleted
+// with TOKEN, under OWNER (owner_of() REL), keeping a newer tombstone's
+// token.
+void record(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token);
+
+// Moves every tombstone kept under FROM to TO (a table that joins TO's
+// protected hierarchy: ATTACH PARTITION, INHERIT), a key's newer token
+// winning where both have one; FROM must be locked against writes. Returns
+// how many.
+std::int64_t move_table(Oid from, Oid to);
+
+// Removes every tombstone kept under RELID, a table being dropped (it is
+// locked, so none of its rows is being written); returns how many. A
+// partition or inheritance child keeps none of its rows' tombstones (its
+// protected ancestor does), only those from a time it owned its protection
+// (protected alone, or detached).
 std::int64_t remove_table(Oid relid);
 
 // Releases the key locks SITE holds (those of the current resource owner;

@@ -56,11 +56,18 @@ struct CallSite {
     // token comes from fencing.token.
     TokenAcl acl_current;
     TokenAcl acl_outer;
-    // Tombstones (the fifth argument): the primary key, built at the first
-    // row that needs it, and the key lock of the previous row (kept across
-    // rebuilds: it belongs to the row, not to the descriptor).
+    // Tombstones (the fifth argument): the primary key and the table the
+    // tombstones are kept under (the top-most protected ancestor, or the
+    // relation itself), both resolved at the first row that needs them, and
+    // the key lock of the previous row (kept across rebuilds: it belongs to
+    // the row, not to the descriptor). The call site lives as long as the
+    // statement's executor state, so the owner is read once per statement,
+    // and a later statement reads it again (after a DETACH, an ATTACH, an
+    // INHERIT): nothing outlives the statement that relcache invalidation
+    // would have to reach.
     bool use_tombstones;
     tombstones::Key key;
+    Oid tombstone_owner;
     tombstones::Site site;
 };
 
@@ -428,7 +435,10 @@ Datum enforce(FunctionCallInfo fcinfo) {
                                       trig->tgname),
                             errhint("Protect it with fencing.protect(table), which gives a temporary table no "
                                     "tombstones.")));
-        if (!cs->key.built) tombstones::build_key(&cs->key, rel, fcinfo->flinfo->fn_mcxt);
+        if (!cs->key.built) {
+            tombstones::build_key(&cs->key, rel, fcinfo->flinfo->fn_mcxt);
+            cs->tombstone_owner = tombstones::owner_of(RelationGetRelid(rel), fcinfo->flinfo->fn_oid);
+        }
         if (!cs->key.usable)
             ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                             errmsg("relation \"%s\" is protected with tombstones but has no usable primary key",
@@ -439,14 +449,14 @@ Datum enforce(FunctionCallInfo fcinfo) {
         switch (ev) {
             case core::WriteEvent::insert:
                 new_key = tombstones::hash_key(&cs->key, rel, td->tg_trigtuple);
-                in.deleted = tombstones::claim(rel, new_key, &cs->site, fcinfo->flinfo->fn_mcxt);
+                in.deleted = tombstones::claim(cs->tombstone_owner, new_key, &cs->site, fcinfo->flinfo->fn_mcxt);
                 break;
             case core::WriteEvent::update:
                 old_key = tombstones::hash_key(&cs->key, rel, td->tg_trigtuple);
                 new_key = tombstones::hash_key(&cs->key, rel, td->tg_newtuple);
                 if (old_key != new_key) {
                     removes_key = true;
-                    in.deleted = tombstones::claim(rel, new_key, &cs->site, fcinfo->flinfo->fn_mcxt);
+                    in.deleted = tombstones::claim(cs->tombstone_owner, new_key, &cs->site, fcinfo->flinfo->fn_mcxt);
                 }
                 break;
             case core::WriteEvent::del:
@@ -499,7 +509,7 @@ Datum enforce(FunctionCallInfo fcinfo) {
                             errhint("Grant role \"%s\" UPDATE on the token column, or run the statement with a role "
                                     "that has it.",
                                     GetUserNameFromId(denied, false))));
-        tombstones::record(rel, old_key, *d.incoming);
+        tombstones::record(rel, cs->tombstone_owner, old_key, *d.incoming);
     }
     if (d.fill_row && d.incoming) {
         // The token comes from fencing.token and is written into the token
