@@ -78,6 +78,19 @@ SELECT sqlstate_of($$SELECT fencing.acquire('up:x', lock_delay => '1 s')$$) AS l
 CREATE TABLE up_rows (id int PRIMARY KEY, v text, fence_token fencing.token);
 SELECT fencing.protect('up_rows');
 INSERT INTO up_rows VALUES (1, 'one', :'t1');
+-- A tombstone in a partition, where the 1.0 module kept it (under the
+-- partition; 1.1 keeps a hierarchy's under its protected root): the update
+-- moves it to the root, so the key stays barred for stale tokens.
+CREATE TABLE up_parts (id int PRIMARY KEY, v text, fence_token fencing.token) PARTITION BY RANGE (id);
+CREATE TABLE up_parts_1 PARTITION OF up_parts FOR VALUES FROM (0) TO (100);
+SELECT fencing.protect('up_parts');
+INSERT INTO up_parts VALUES (5, 'five', :'t1');
+BEGIN;
+SELECT fencing.use(:'t1'::bigint + 1) IS NOT NULL AS used;
+DELETE FROM up_parts WHERE id = 5;
+COMMIT;
+UPDATE fencing.tombstones SET tbl = 'up_parts_1'::regclass WHERE tbl = 'up_parts'::regclass;
+SELECT tbl::regclass, token = :'t1'::bigint + 1 AS deleted_with FROM fencing.tombstones;
 
 --------------------------------------------------------------------------------
 -- The update, while this session holds a session lock and, in the same
@@ -107,6 +120,11 @@ UPDATE up_rows SET v = 'fresh', fence_token = :'t2' WHERE id = 1;
 SELECT v, fence_token = :'t2' AS stamped FROM up_rows;
 SELECT fencing.release('up:tok');
 SELECT * FROM fencing.protected;
+SELECT tbl::regclass, token = :'t1'::bigint + 1 AS deleted_with FROM fencing.tombstones;
+\set VERBOSITY terse
+INSERT INTO up_parts VALUES (5, 'stale', :'t1');
+\set VERBOSITY default
+SELECT count(*) AS rows_of_key_5 FROM up_parts WHERE id = 5;
 
 --------------------------------------------------------------------------------
 -- The 1.1 options after the update.

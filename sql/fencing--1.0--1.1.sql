@@ -214,3 +214,41 @@ GRANT SELECT ON fencing.table_stats TO PUBLIC;
 CREATE FUNCTION fencing.reset_stats() RETURNS void
     AS 'MODULE_PATHNAME', 'fencing_reset_stats' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION fencing.reset_stats() FROM PUBLIC;
+
+-------------------------------------------------------------------------------
+-- Tombstones: the 1.0 module kept a tombstone under the table that held the
+-- row; 1.1 keeps a protected hierarchy's under its root, the top-most
+-- ancestor that carries the check (at each step up, the first parent in
+-- inheritance order that carries it; src/pg/tombstones.cpp). Those kept
+-- under a partition or an inheritance child move to its root, where the
+-- newer token of a key stays.
+-------------------------------------------------------------------------------
+WITH RECURSIVE up(leaf, rel, depth) AS (
+    SELECT DISTINCT t.tbl, t.tbl, 0 FROM fencing.tombstones t
+  UNION ALL
+    SELECT up.leaf, p.parent, up.depth + 1
+      FROM up
+     CROSS JOIN LATERAL (
+        SELECT i.inhparent AS parent
+          FROM pg_catalog.pg_inherits i
+         WHERE i.inhrelid = up.rel
+           AND EXISTS (SELECT 1 FROM pg_catalog.pg_trigger g
+                        WHERE g.tgrelid = i.inhparent
+                          AND g.tgfoid = 'fencing.enforce()'::pg_catalog.regprocedure)
+         ORDER BY i.inhseqno
+         LIMIT 1) p
+), root AS (
+    SELECT DISTINCT ON (up.leaf) up.leaf, up.rel AS root
+      FROM up ORDER BY up.leaf, up.depth DESC
+), moved AS (
+    DELETE FROM fencing.tombstones t
+     USING root r
+     WHERE t.tbl = r.leaf AND r.root <> r.leaf
+    RETURNING r.root, t.key_hash, t.token, t.deleted_at
+)
+INSERT INTO fencing.tombstones (tbl, key_hash, token, deleted_at)
+SELECT m.root, m.key_hash, pg_catalog.max(m.token), pg_catalog.max(m.deleted_at)
+  FROM moved m GROUP BY m.root, m.key_hash
+    ON CONFLICT (tbl, key_hash) DO UPDATE
+   SET token = GREATEST(fencing.tombstones.token, excluded.token),
+       deleted_at = GREATEST(fencing.tombstones.deleted_at, excluded.deleted_at);
