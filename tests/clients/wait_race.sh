@@ -8,7 +8,7 @@ set -euo pipefail
 export PGUSER="${PGUSER:-postgres}" PGDATABASE="${PGDATABASE:-postgres}"
 psql -XAtq -c "CREATE EXTENSION IF NOT EXISTS fencing"
 tmp="$(mktemp -d "${FENCING_TMP:-/tmp}/wait_race.XXXXXX")"
-trap 'exec 3>&- 4>&- 2>/dev/null; kill -CONT "${bpid:-0}" 2>/dev/null; wait; rm -rf "$tmp"' EXIT
+trap 'exec 3>&- 4>&- 2>/dev/null; kill -CONT "${bpid:-0}" 2>/dev/null || true; wait || true; rm -rf "$tmp"' EXIT
 mkfifo "$tmp/a" "$tmp/b"
 psql -XAt -v ON_ERROR_STOP=0 < "$tmp/a" > "$tmp/a.out" 2>&1 & exec 3>"$tmp/a"
 psql -XAt -v ON_ERROR_STOP=0 < "$tmp/b" > "$tmp/b.out" 2>&1 & exec 4>"$tmp/b"
