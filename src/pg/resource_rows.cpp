@@ -216,6 +216,6 @@ FENCING_FUNCTION(fencing_fence_state_merge) {
             }
         }
         systable_endscan(scan);
-        return keep_new ? PointerGetDatum(row) : PointerGetDatum(nullptr);
+        return keep_new ? PointerGetDatum(row) : compat::null_datum();
     });
 }
