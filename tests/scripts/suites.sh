@@ -38,6 +38,8 @@
 # FENCING_PROFILE (quick|long). FENCING_TEST_TIMEOUT overrides the time limit
 # of one test file in seconds (quick 600, long 3600; a pg_regress run gets 3x),
 # FENCING_ISOLATION_TIMEOUT the seconds an isolation step may wait (120, 300).
+# FENCING_PORT_DIR is where the TAP files reserve their ports (default
+# WORKDIR/tap_out); runs side by side share one.
 #
 # The exit status is non-zero only when the harness itself broke (e.g. the
 # cluster did not start); failed tests are reported in results.txt.
@@ -320,7 +322,7 @@ run_prove() {
   shift 3
   mkdir -p "$dir" "$work/tap_out"
   limited env PG_REGRESS="$PG_REGRESS_BIN" TESTDIR="$dir" TESTDATADIR="$dir/data" TESTLOGDIR="$dir/log" \
-      PG_TEST_PORT_DIR="$work/tap_out" with_ssl=no "$@" \
+      PG_TEST_PORT_DIR="${FENCING_PORT_DIR:-$work/tap_out}" with_ssl=no "$@" \
       prove --verbose -I "$PG_PERL_LIB" -I "$FENCING_ROOT/tests/tap" "$f" > "$dir/output.txt" 2>&1 < /dev/null || rc=$?
   parse_tap "$suite" "$name" "$dir/output.txt" "$rc"
   echo "  $suite/$name: $(counts "$suite" "$name")"

@@ -227,6 +227,12 @@ prepare_upgrade() {
   dirname "$bin" > "$dir/install"
 }
 
+# One directory where every TAP run (this one's and the other majors') reserves
+# its ports, as they may run side by side.
+port_dir="$work/ports"
+mkdir -p "$port_dir"
+[ "$(id -u)" -eq 0 ] && chown "$FENCING_USER" "$port_dir"
+
 upgrade_dir=""
 if suite_selected upgrade; then
   stage="upgrade"
@@ -238,15 +244,18 @@ stage="suites"
 log "running the suites as ${FENCING_USER} (profile $profile)"
 rc=0
 as_user env FENCING_PROFILE="$profile" FENCING_SUITES="${FENCING_SUITES:-}" PGBIN="$PGBIN" \
-    FENCING_UPGRADE_DIR="$upgrade_dir" bash "$work/repo/tests/scripts/suites.sh" "$work" || rc=$?
+    FENCING_UPGRADE_DIR="$upgrade_dir" FENCING_PORT_DIR="$port_dir" bash "$work/repo/tests/scripts/suites.sh" "$work" || rc=$?
 if [ "$rc" -ne 0 ]; then
   echo "FAIL runner/suites.sh (exit status $rc)" >> "$results"
 fi
 
-# other_major MAJOR run|compile: the portability run of one other major.
+# other_major MAJOR run|compile: the portability run of one other major. Its
+# lines go to $work/pgMAJOR/outcome.txt (the runs go side by side; see below).
 other_major() {
   local major="$1" mode="$2" dir="$work/pg$major" bin flags=() pgbin rc=0 suites="" s
+  local results="$work/pg$major/outcome.txt"
   mkdir -p "$dir"
+  : > "$results"
   log "PostgreSQL $major: fetching (cache $PGV_CACHE)"
   if ! bin="$(pgv_fetch "$major" 2> >(tee "$dir/fetch.log" >&2))"; then
     echo "FAIL pg$major/fetch (packages of PostgreSQL $major could not be fetched: $dir/fetch.log)" >> "$results"
@@ -278,7 +287,7 @@ other_major() {
   [ "$(id -u)" -eq 0 ] && chown -R "$FENCING_USER" "$dir/repo" && chown "$FENCING_USER" "$dir"
   log "PostgreSQL $major: running the suites as ${FENCING_USER}"
   as_user env FENCING_PROFILE="$profile" PGBIN="$pgbin" FENCING_SUITES="${suites# }" FENCING_UPGRADE_OLD_BIN="$PGBIN" \
-      bash "$dir/repo/tests/scripts/suites.sh" "$dir" || rc=$?
+      FENCING_PORT_DIR="$port_dir" bash "$dir/repo/tests/scripts/suites.sh" "$dir" || rc=$?
   if [ -f "$dir/results.txt" ]; then
     sed -E "s#^(PASS|FAIL) #\1 pg$major/#" "$dir/results.txt" >> "$results"
   fi
@@ -287,9 +296,35 @@ other_major() {
   fi
 }
 
+# The portability runs go FENCING_MAJOR_JOBS (default 2) at a time: most of
+# their time is spent waiting (the TAP files' leases, crashes and restarts),
+# each has clusters of its own, and PostgreSQL::Test::Cluster reserves ports
+# across all of them in one directory (FENCING_PORT_DIR). Each one's log lines
+# carry its major; its results are added in the order of the majors, and a run
+# that did not get to its end is "pgNN/runner" failed.
 stage="other_majors"
-for major in $PG_VERSIONS; do other_major "$major" run; done
-for major in $PG_COMPILE_ONLY; do other_major "$major" compile; done
+major_jobs="${FENCING_MAJOR_JOBS:-2}"
+running=0
+majors=()
+for major in $PG_VERSIONS; do majors+=("$major run"); done
+for major in $PG_COMPILE_ONLY; do majors+=("$major compile"); done
+for entry in "${majors[@]}"; do
+  read -r major mode <<<"$entry"
+  if [ "$running" -ge "$major_jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  ( other_major "$major" "$mode"; touch "$work/pg$major/.done" ) 2>&1 | sed -u "s/^/[pg$major] /" &
+  running=$((running + 1))
+done
+wait || true
+for entry in "${majors[@]}"; do
+  read -r major mode <<<"$entry"
+  cat "$work/pg$major/outcome.txt" >> "$results" 2>/dev/null || true
+  if [ ! -f "$work/pg$major/.done" ]; then
+    echo "FAIL pg$major/runner (the $mode run of PostgreSQL $major stopped before its end)" >> "$results"
+  fi
+done
 
 trap - EXIT
 if summary; then
