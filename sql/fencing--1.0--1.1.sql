@@ -252,3 +252,33 @@ SELECT m.root, m.key_hash, pg_catalog.max(m.token), pg_catalog.max(m.deleted_at)
     ON CONFLICT (tbl, key_hash) DO UPDATE
    SET token = GREATEST(fencing.tombstones.token, excluded.token),
        deleted_at = GREATEST(fencing.tombstones.deleted_at, excluded.deleted_at);
+
+-------------------------------------------------------------------------------
+-- fencing.protected decodes the trigger's arguments itself: a view's function
+-- calls are made with its reader's rights, so in 1.0 PUBLIC had to be allowed
+-- to execute the support function trigger_args. Here each argument is the
+-- bytes before its terminating zero byte, turned into text of the database
+-- encoding by convert_from, which refuses bytes that are not valid in it
+-- (22021), as trigger_args does; the text takes the default collation, as
+-- trigger_args's does (not that of the encoding's name).
+-------------------------------------------------------------------------------
+CREATE OR REPLACE VIEW fencing.protected AS
+SELECT t.tgrelid::regclass AS tbl,
+       a[1]::name COLLATE "C" AS token_column,
+       a[2]::boolean       AS allow_equal,
+       a[3]::text          AS on_stale,
+       a[4]::boolean       AS fence_deletes,
+       a[5]::boolean       AS tombstones
+  FROM pg_catalog.pg_trigger t
+ CROSS JOIN LATERAL (
+    SELECT pg_catalog.array_agg(
+               pg_catalog.convert_from(pg_catalog.substring(t.tgargs, z.prev + 2, z.i - z.prev - 1),
+                                       pg_catalog.getdatabaseencoding()) COLLATE "default"
+               ORDER BY z.i)
+      FROM (SELECT g.i, pg_catalog.lag(g.i, 1, -1) OVER (ORDER BY g.i) AS prev
+              FROM pg_catalog.generate_series(0, pg_catalog.length(t.tgargs) - 1) AS g(i)
+             WHERE pg_catalog.get_byte(t.tgargs, g.i) = 0) AS z) AS x(a)
+ WHERE t.tgfoid = 'fencing.enforce()'::pg_catalog.regprocedure
+   AND NOT t.tgisinternal
+   AND (t.tgparentid = 0);
+REVOKE ALL ON FUNCTION fencing.trigger_args(bytea) FROM PUBLIC;

@@ -15,7 +15,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(90);
+SELECT plan(94);
 
 -- as_role(r, q): runs q as role r (an error propagates; the role switch is
 -- undone either way, as the caller's subtransaction is rolled back).
@@ -214,15 +214,37 @@ SELECT throws_ok(format('SELECT fencing.protect(%s::oid::regclass)', :gone_oid),
 SELECT throws_ok(format('SELECT fencing.unprotect(%s::oid::regclass)', :gone_oid), '42P01',
                  format('relation with OID %s does not exist', :gone_oid), 'unprotect of a dropped table: 42P01');
 
--- trigger_args never returns invalid text; PUBLIC may execute it, since the
--- view fencing.protected calls it with the rights of the view's reader.
+-- trigger_args never returns invalid text. Since 1.1 PUBLIC may not execute
+-- it: fencing.protected decodes the trigger's arguments itself.
 SELECT throws_ok($$SELECT fencing.trigger_args('\xff00'::bytea)$$, '22021', NULL,
                  'trigger_args of bytes that are not valid in the database encoding: 22021');
 SELECT throws_ok($$SELECT fencing.trigger_args('\x61c3'::bytea)$$, '22021', NULL,
                  'trigger_args of a truncated multibyte character: 22021');
 SELECT is(fencing.trigger_args('\x610062'::bytea), ARRAY['a', 'b'], 'trigger_args of valid arguments');
-SELECT ok(has_function_privilege('public', 'fencing.trigger_args(bytea)', 'EXECUTE'),
-          'PUBLIC may execute fencing.trigger_args (fencing.protected calls it as its reader)');
+SELECT ok(NOT has_function_privilege('public', 'fencing.trigger_args(bytea)', 'EXECUTE'),
+          'PUBLIC may not execute the support function fencing.trigger_args');
+-- The view's own decoding: the arguments of a token column named with
+-- characters outside ASCII and with a comma, and bytes planted in the
+-- catalog that are not valid in the database encoding (22021, as
+-- trigger_args gives; never invalid text).
+CREATE TABLE t20."tök,n" (id int PRIMARY KEY, "Tök,en" fencing.token);
+SELECT lives_ok($$SELECT fencing.protect('t20."tök,n"', token_column => 'Tök,en', allow_equal => true, on_stale => 'skip')$$,
+                'protect with a token column named outside ASCII');
+SELECT results_eq(
+    $$SELECT token_column::text COLLATE "default", allow_equal, on_stale, fence_deletes, tombstones
+        FROM fencing.protected WHERE tbl = 't20."tök,n"'::regclass$$,
+    $$VALUES ('Tök,en', true, 'skip', true, true)$$,
+    'fencing.protected decodes a token column name outside ASCII and every setting');
+SELECT is((SELECT token_column::text COLLATE "default" FROM fencing.protected WHERE tbl = 't20."tök,n"'::regclass),
+          (SELECT (fencing.trigger_args(tgargs))[1] FROM pg_trigger
+            WHERE tgrelid = 't20."tök,n"'::regclass AND tgname = '~fencing_enforce'),
+          'the view and trigger_args decode the same name');
+SAVEPOINT planted;
+UPDATE pg_trigger SET tgargs = '\xff00'::bytea || substring(tgargs FROM position('\x00'::bytea IN tgargs) + 1)
+ WHERE tgrelid = 't20."tök,n"'::regclass AND tgname = '~fencing_enforce';
+SELECT throws_ok($$SELECT token_column FROM fencing.protected WHERE tbl = 't20."tök,n"'::regclass$$, '22021', NULL,
+                 'fencing.protected of trigger arguments not valid in the database encoding: 22021');
+ROLLBACK TO SAVEPOINT planted;
 
 SET LOCAL client_min_messages = warning;
 CREATE ROLE t20_owner NOLOGIN;

@@ -25,7 +25,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(134);
+SELECT plan(135);
 
 SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dblink;
@@ -262,6 +262,28 @@ SELECT is(t50.state_as('fencing_t50_owner', $q$SELECT fencing.protect('public.t5
           'the owner may protect its table');
 SELECT ok(NOT has_function_privilege('public', 'fencing.advance_past(regclass, bigint)', 'EXECUTE'),
           'PUBLIC may not execute fencing.advance_past');
+-- What PUBLIC may execute, all of it: the functions of the reference, those
+-- behind the views PUBLIC may read, and support functions that check their
+-- caller themselves. Trigger functions are left out (they cannot be called).
+-- A support function added without a REVOKE fails this.
+SELECT set_eq(
+    $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
+       WHERE p.pronamespace = 'fencing'::regnamespace
+         AND has_function_privilege('public', p.oid, 'EXECUTE')
+         AND p.prorettype NOT IN ('trigger'::regtype, 'event_trigger'::regtype)$$,
+    ARRAY['fencing.acquire(text,interval,interval,boolean,interval,integer,boolean)',
+          'fencing.acquire_xact(text,interval,interval,boolean,interval,integer,boolean)',
+          'fencing.try_acquire(text,boolean,interval,integer,boolean)',
+          'fencing.try_acquire_xact(text,boolean,interval,integer,boolean)',
+          'fencing.release(text)', 'fencing.release_all()', 'fencing.renew(text)',
+          'fencing.validate(text,bigint)', 'fencing.current(text)', 'fencing.use(bigint)',
+          'fencing.resource_key(text)', 'fencing.version()',
+          'fencing.protect(regclass,name,boolean,text,boolean,boolean)', 'fencing.unprotect(regclass)',
+          -- behind fencing.stats and fencing.table_stats
+          'fencing.stats_data()', 'fencing.table_stats_data()',
+          -- used by protect; each checks that its caller owns the table
+          'fencing.advance_past_table(regclass)', 'fencing.tombstone_key_problem(regclass)'],
+    'PUBLIC may execute exactly the API, the functions behind the views and the self-checking support functions');
 SELECT is(t50.state_as('fencing_t50_owner', $q$SELECT fencing.advance_past('public.t50_plain', 1)$q$), '42501',
           'not even the table''s owner may call fencing.advance_past');
 SELECT cmp_ok(fencing.advance_past('public.t50_plain', 1), '>=', :state_token::bigint,
