@@ -254,21 +254,31 @@ SELECT m.root, m.key_hash, pg_catalog.max(m.token), pg_catalog.max(m.deleted_at)
        deleted_at = GREATEST(fencing.tombstones.deleted_at, excluded.deleted_at);
 
 -------------------------------------------------------------------------------
--- fencing.protected decodes the trigger's arguments itself: a view's function
--- calls are made with its reader's rights, so in 1.0 PUBLIC had to be allowed
--- to execute the support function trigger_args. Here each argument is the
--- bytes before its terminating zero byte, turned into text of the database
--- encoding by convert_from, which refuses bytes that are not valid in it
--- (22021), as trigger_args does; the text takes the default collation, as
--- trigger_args's does (not that of the encoding's name).
+-- fencing.protected, in 1.1:
+--  * It decodes the trigger's arguments itself: a view's function calls are
+--    made with its reader's rights, so in 1.0 PUBLIC had to be allowed to
+--    execute the support function trigger_args. Each argument is the bytes
+--    before its terminating zero byte, turned into text of the database
+--    encoding by convert_from, which refuses bytes that are not valid in it
+--    (22021), as trigger_args does; the text takes the default collation, as
+--    trigger_args's does (not that of the encoding's name).
+--  * It lists a check only where it is in force as the module reads it:
+--    enabled (not DISABLEd, not ENABLE REPLICA), BEFORE each row of every
+--    INSERT, UPDATE and DELETE, without a WHEN condition or a column list,
+--    with five arguments the check accepts. Any role may attach
+--    fencing.enforce() to a table of its own (protect() must), and in 1.0 one
+--    such trigger with an argument that is no boolean made the view fail for
+--    every reader (22P02), while a disabled or narrowed one was listed as
+--    protection. The booleans are compared as text, never cast, so nothing
+--    a trigger holds makes the view fail.
 -------------------------------------------------------------------------------
 CREATE OR REPLACE VIEW fencing.protected AS
 SELECT t.tgrelid::regclass AS tbl,
        a[1]::name COLLATE "C" AS token_column,
-       a[2]::boolean       AS allow_equal,
-       a[3]::text          AS on_stale,
-       a[4]::boolean       AS fence_deletes,
-       a[5]::boolean       AS tombstones
+       a[2] IN ('true', 't', 'on') AS allow_equal,
+       a[3]::text                  AS on_stale,
+       a[4] IN ('true', 't', 'on') AS fence_deletes,
+       a[5] IN ('true', 't', 'on') AS tombstones
   FROM pg_catalog.pg_trigger t
  CROSS JOIN LATERAL (
     SELECT pg_catalog.array_agg(
@@ -280,5 +290,14 @@ SELECT t.tgrelid::regclass AS tbl,
              WHERE pg_catalog.get_byte(t.tgargs, g.i) = 0) AS z) AS x(a)
  WHERE t.tgfoid = 'fencing.enforce()'::pg_catalog.regprocedure
    AND NOT t.tgisinternal
-   AND (t.tgparentid = 0);
+   AND t.tgparentid = 0
+   AND t.tgenabled IN ('O', 'A')
+   AND t.tgtype = 31  -- ROW | BEFORE | INSERT | DELETE | UPDATE
+   AND t.tgqual IS NULL
+   AND pg_catalog.cardinality(t.tgattr::pg_catalog.int2[]) = 0
+   AND t.tgnargs = 5
+   AND a[2] IN ('true', 't', 'on', 'false', 'f', 'off')
+   AND a[3] IN ('error', 'skip')
+   AND a[4] IN ('true', 't', 'on', 'false', 'f', 'off')
+   AND a[5] IN ('true', 't', 'on', 'false', 'f', 'off');
 REVOKE ALL ON FUNCTION fencing.trigger_args(bytea) FROM PUBLIC;

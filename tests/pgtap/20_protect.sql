@@ -15,7 +15,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(94);
+SELECT plan(105);
 
 -- as_role(r, q): runs q as role r (an error propagates; the role switch is
 -- undone either way, as the caller's subtransaction is rolled back).
@@ -276,6 +276,51 @@ SELECT is(t20.value_as('t20_other', $q$SELECT string_agg(token_column || '/' || 
 INSERT INTO t20.owned VALUES (1, 10, 'a');
 SELECT throws_ok($$SELECT t20.as_role('t20_other', 'UPDATE t20.owned SET fence_token = 9')$$,
                  '23T01', 'stale fence token for relation "owned"', 'a writer with a stale token: 23T01');
+-- The view lists a check only where it is in force. The owner may disable
+-- it (a documented bypass): then the table is not listed.
+SELECT lives_ok($$SELECT t20.as_role('t20_owner', 'ALTER TABLE t20.owned DISABLE TRIGGER "~fencing_enforce"')$$,
+                'the owner may disable the check');
+SELECT is_empty($$SELECT 1 FROM fencing.protected WHERE tbl = 't20.owned'::regclass$$,
+                'fencing.protected does not list a table whose check is disabled');
+SELECT lives_ok($$SELECT t20.as_role('t20_owner', 'ALTER TABLE t20.owned ENABLE REPLICA TRIGGER "~fencing_enforce"')$$,
+                'or fires it in replica mode only');
+SELECT is_empty($$SELECT 1 FROM fencing.protected WHERE tbl = 't20.owned'::regclass$$,
+                'fencing.protected does not list a check that fires in replica mode only');
+SELECT lives_ok($$SELECT t20.as_role('t20_owner', 'ALTER TABLE t20.owned ENABLE TRIGGER "~fencing_enforce"')$$,
+                'the owner enables it again');
+SELECT isnt_empty($$SELECT 1 FROM fencing.protected WHERE tbl = 't20.owned'::regclass$$,
+                  'and the table is listed again');
+-- Any role may attach fencing.enforce() to a table of its own (protect()
+-- does): a trigger with arguments the check refuses, or one narrowed to some
+-- events, is not listed, and never makes the view fail for anyone.
+SELECT lives_ok($$SELECT t20.as_role('t20_other', $s$
+    CREATE TEMP TABLE t20_junk (id int PRIMARY KEY, fence_token bigint);
+    CREATE TRIGGER junk BEFORE INSERT OR UPDATE OR DELETE ON t20_junk FOR EACH ROW
+        EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'true', 'nope');
+    CREATE TEMP TABLE t20_narrow (id int PRIMARY KEY, fence_token bigint);
+    CREATE TRIGGER narrow BEFORE INSERT ON t20_narrow FOR EACH ROW
+        EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'true', 'false');
+    CREATE TEMP TABLE t20_cols (id int PRIMARY KEY, fence_token bigint, v int);
+    CREATE TRIGGER cols BEFORE INSERT OR UPDATE OF v OR DELETE ON t20_cols FOR EACH ROW
+        EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'true', 'false');
+    CREATE TEMP TABLE t20_when (id int PRIMARY KEY, fence_token bigint);
+    CREATE TRIGGER cond BEFORE INSERT OR UPDATE OR DELETE ON t20_when FOR EACH ROW WHEN (false)
+        EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'true', 'false');
+    CREATE TEMP TABLE t20_byhand (id int PRIMARY KEY, fence_token bigint);
+    CREATE TRIGGER byhand BEFORE INSERT OR UPDATE OR DELETE ON t20_byhand FOR EACH ROW
+        EXECUTE FUNCTION fencing.enforce('fence_token', 'on', 'skip', 'off', 'f')$s$)$$,
+                'a role attaches fencing.enforce() to temporary tables of its own by hand');
+SELECT lives_ok($$SELECT * FROM fencing.protected$$,
+                'fencing.protected still answers a superuser');
+SELECT lives_ok($$SELECT t20.as_role('t20_owner', 'SELECT * FROM fencing.protected')$$,
+                'and any other reader');
+SELECT results_eq(
+    $$SELECT tbl::text, allow_equal, on_stale, fence_deletes, tombstones FROM fencing.protected
+       WHERE tbl::text LIKE '%t20\_%' AND tbl::text NOT LIKE 't20.%' ORDER BY 1$$,
+    $$VALUES ((SELECT 't20_byhand'::regclass::text), true, 'skip', false, false)$$,
+    'only the check in force on every event, with arguments it accepts, is listed, as the check reads them');
+SELECT throws_ok($$INSERT INTO t20_junk VALUES (1, 1)$$, '39P01', NULL,
+                 'the check with an argument it refuses fails every write instead');
 SELECT lives_ok($$SELECT t20.as_role('t20_owner', 'SELECT fencing.unprotect(''t20.owned'')')$$, 'the owner may unprotect');
 
 --------------------------------------------------------------------------------
