@@ -28,6 +28,7 @@
 // the check is installed by the OID of fencing.enforce, without a lookup in
 // schema fencing. What they cannot do is refused with the DDL.
 #include "pg/bridge.hpp"
+#include "pg/inheritance.hpp"
 #include "pg/tombstones.hpp"
 
 extern "C" {
@@ -97,21 +98,6 @@ Check check_of(Oid relid, Oid enforce) {
 bool same_settings(const bytea* a, const bytea* b) {
     if (a == nullptr || b == nullptr) return a == b;
     return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) && memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
-}
-
-// The direct inheritance parents of a relation, in inhseqno order.
-List* parents_of(Oid relid) {
-    List* out = NIL;
-    Relation inh = table_open(InheritsRelationId, AccessShareLock);
-    ScanKeyData key;
-    ScanKeyInit(&key, Anum_pg_inherits_inhrelid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
-    SysScanDesc scan = systable_beginscan(inh, InheritsRelidSeqnoIndexId, true, nullptr, 1, &key);
-    HeapTuple tup;
-    while (HeapTupleIsValid(tup = systable_getnext(scan)))
-        out = lappend_oid(out, reinterpret_cast<Form_pg_inherits>(GETSTRUCT(tup))->inhparent);
-    systable_endscan(scan);
-    table_close(inh, AccessShareLock);
-    return out;
 }
 
 const char* name_of(Oid relid) {
@@ -217,7 +203,7 @@ void cover_child(Oid relid, bool advance, Oid enforce) {
     const bytea* args = nullptr;
     Oid from = InvalidOid;
     ListCell* lc;
-    foreach (lc, parents_of(relid)) {
+    foreach (lc, inheritance_parents(relid)) {
         const Oid parent = lfirst_oid(lc);
         Check pc = check_of(parent, enforce);
         if (!pc.found) continue;

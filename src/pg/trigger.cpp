@@ -6,6 +6,7 @@
 // descriptor, values with heap_getattr, the comparison in C++.
 #include "pg/bridge.hpp"
 #include "pg/events.hpp"
+#include "pg/inheritance.hpp"
 #include "pg/settings.hpp"
 #include "pg/tombstones.hpp"
 
@@ -292,15 +293,32 @@ bool may_read_column(Relation rel, AttrNumber attnum) {
     pg_unreachable();
 }
 
-// Whether ROLE may assign the token column with NEEDED (INSERT or UPDATE):
-// as the executor checks a column, the table's privilege or the column's
-// own. Checked once per call site and role.
+// Whether ROLE may assign column ATTNAME of RELID with NEEDED, as the
+// executor checks a column (the table's privilege or the column's own), on
+// the table itself or on any table a write reaches it through: its
+// partitioned table and inheritance parents, upwards. PostgreSQL checks a
+// write's privileges on the table the statement names only, so a role
+// granted UPDATE on a partitioned table writes every partition (and could
+// name the token column there itself).
+bool may_assign_column(Oid relid, const char* attname, Oid role, AclMode needed) {
+    if (pg_class_aclcheck(relid, role, needed) == ACLCHECK_OK) return true;
+    const AttrNumber att = get_attnum(relid, attname);
+    if (att != InvalidAttrNumber && pg_attribute_aclcheck(relid, att, role, needed) == ACLCHECK_OK) return true;
+    ListCell* lc;
+    foreach (lc, pg::inheritance_parents(relid)) {  // pg_inherits has no cycles
+        if (may_assign_column(lfirst_oid(lc), attname, role, needed)) return true;
+    }
+    return false;
+}
+
+// Whether ROLE may assign the token column with NEEDED (INSERT or UPDATE),
+// by may_assign_column. Checked once per call site and role.
 bool may_assign_token(TokenAcl* acl, Oid role, Relation rel, AttrNumber attnum, AclMode needed) {
     if (acl->role != role) *acl = TokenAcl{role, -1, -1};
     signed char* may = needed == ACL_INSERT ? &acl->may_insert : &acl->may_update;
     if (*may < 0)
-        *may = pg_class_aclcheck(RelationGetRelid(rel), role, needed) == ACLCHECK_OK ||
-                       pg_attribute_aclcheck(RelationGetRelid(rel), attnum, role, needed) == ACLCHECK_OK
+        *may = may_assign_column(RelationGetRelid(rel), NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname),
+                                 role, needed)
                    ? 1
                    : 0;
     return *may == 1;
@@ -408,6 +426,29 @@ Datum enforce(FunctionCallInfo fcinfo) {
             in.stored = token_of(td->tg_trigtuple, desc, cs->attnum);
             result = keyrow = td->tg_trigtuple;
             break;
+    }
+
+    // A referential action that writes the token column itself (the column
+    // references another table: ON UPDATE CASCADE, ON DELETE SET NULL / SET
+    // DEFAULT) carries a value chosen by whoever wrote the referenced table
+    // into it. As with a token from fencing.token, the session's role must
+    // be allowed to assign the column too, or a role with privileges on the
+    // referenced table only would stamp any token into the rows.
+    if (ev == core::WriteEvent::update && in.assigned && in_referential_action()) {
+        const Oid outer = GetOuterUserId();
+        if (outer != GetUserId() && !may_assign_token(&cs->acl_outer, outer, rel, cs->attnum, ACL_UPDATE))
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                            errmsg("permission denied for column \"%s\" of relation \"%s\"",
+                                   NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
+                            errdetail("The write is a referential action, run as the table's owner but set off in a "
+                                      "session of role \"%s\"; it writes the fence token column \"%s\" with a value "
+                                      "of the referenced table, and that needs the UPDATE privilege on the column for "
+                                      "the session's role too.",
+                                      GetUserNameFromId(outer, false),
+                                      NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname)),
+                            errhint("Grant role \"%s\" UPDATE on the token column, or run the statement with a role "
+                                    "that has it.",
+                                    GetUserNameFromId(outer, false))));
     }
 
     if (ev == core::WriteEvent::del && cs->mode.fence_deletes && cs->moved_row_valid &&

@@ -25,7 +25,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(135);
+SELECT plan(148);
 
 SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dblink;
@@ -406,6 +406,77 @@ SELECT is(t50.state_as('fencing_t50_parent',
           'and so are those of a role granted UPDATE on the token column');
 SELECT is((SELECT string_agg(id || ':' || fence_token, ',' ORDER BY id) FROM public.t50_ord), '10:1000,20:1000',
           'the referencing rows are unchanged');
+-- A token column that itself references another table: the action carries a
+-- value of the referenced table into it, chosen by whoever writes that table.
+-- The session's role needs UPDATE on the token column for that too.
+CREATE TABLE public.t50_tokref (t bigint PRIMARY KEY);
+CREATE TABLE public.t50_tokfk (id int PRIMARY KEY,
+                               fence_token bigint REFERENCES public.t50_tokref ON UPDATE CASCADE ON DELETE SET NULL,
+                               v int);
+ALTER TABLE public.t50_tokref OWNER TO fencing_t50_owner;
+ALTER TABLE public.t50_tokfk OWNER TO fencing_t50_owner;
+SELECT fencing.protect('public.t50_tokfk');
+INSERT INTO public.t50_tokref VALUES (100), (200);
+INSERT INTO public.t50_tokfk VALUES (1, 100, 0), (2, 200, 0);
+GRANT SELECT, UPDATE, DELETE ON public.t50_tokref TO fencing_t50_parent;
+SELECT is(t50.state_as('fencing_t50_parent', $q$UPDATE public.t50_tokref SET t = 9223372036854775807 WHERE t = 100$q$),
+          '42501', 'ON UPDATE CASCADE of the token column itself cannot stamp a value of the role''s choosing');
+SELECT is(t50.state_as('fencing_t50_parent', $q$DELETE FROM public.t50_tokref WHERE t = 200$q$),
+          '42501', 'nor can ON DELETE SET NULL of the token column');
+SELECT is(t50.state_as('fencing_t50_owner', $q$UPDATE public.t50_tokref SET t = 50 WHERE t = 100$q$),
+          '23T01', 'the owner''s cascade of an older value is judged: 23T01');
+SELECT is(t50.state_as('fencing_t50_owner', $q$UPDATE public.t50_tokref SET t = 150 WHERE t = 100$q$),
+          '00000', 'and that of a newer value is accepted');
+GRANT UPDATE (fence_token) ON public.t50_tokfk TO fencing_t50_parent;
+SELECT is(t50.state_as('fencing_t50_parent', $q$UPDATE public.t50_tokref SET t = 150 WHERE t = 100$q$),
+          '00000', 'as is that of a role granted UPDATE on the token column');
+SELECT is((SELECT string_agg(id || ':' || fence_token, ',' ORDER BY id) FROM public.t50_tokfk), '1:100,2:200',
+          'the rows referencing by their token column are unchanged');
+
+--------------------------------------------------------------------------------
+-- 3d. Through a partitioned table or an inheritance parent. PostgreSQL checks
+-- a statement's privileges on the table it names, so the token column's
+-- privilege there covers the token the setting writes into a partition or a
+-- child; a privilege on one partition gives nothing on its siblings.
+--------------------------------------------------------------------------------
+SET LOCAL client_min_messages = warning;
+CREATE ROLE fencing_t50_via NOLOGIN;
+CREATE ROLE fencing_t50_leaf NOLOGIN;
+RESET client_min_messages;
+CREATE TABLE public.t50_parts (id int PRIMARY KEY, fence_token fencing.token, v text) PARTITION BY RANGE (id);
+CREATE TABLE public.t50_parts_1 PARTITION OF public.t50_parts FOR VALUES FROM (0) TO (100);
+CREATE TABLE public.t50_parts_2 PARTITION OF public.t50_parts FOR VALUES FROM (100) TO (200);
+CREATE TABLE public.t50_inh (id int PRIMARY KEY, fence_token fencing.token, v text);
+CREATE TABLE public.t50_inh_child (PRIMARY KEY (id)) INHERITS (public.t50_inh);
+SELECT fencing.protect('public.t50_parts');
+SELECT fencing.protect('public.t50_inh');
+INSERT INTO public.t50_parts VALUES (1, 100, 'a'), (101, 100, 'b');
+INSERT INTO public.t50_inh_child VALUES (1, 100, 'a');
+GRANT SELECT, INSERT, UPDATE, DELETE ON public.t50_parts, public.t50_inh TO fencing_t50_via;
+GRANT SELECT (id), UPDATE (v, fence_token) ON public.t50_parts_1 TO fencing_t50_leaf;
+GRANT SELECT (id), UPDATE (v) ON public.t50_parts_2 TO fencing_t50_leaf;
+SELECT is(t50.state_as('fencing_t50_via',
+          $q$SET LOCAL fencing.token = '150'; UPDATE public.t50_parts SET v = 'x' WHERE id IN (1, 101)$q$), '00000',
+          'an UPDATE through the partitioned table writes the setting''s token into its partitions');
+SELECT is(t50.state_as('fencing_t50_via',
+          $q$SET LOCAL fencing.token = '150'; INSERT INTO public.t50_parts (id, v) VALUES (2, 'n')$q$), '00000',
+          'an INSERT through it too');
+SELECT is(t50.state_as('fencing_t50_via',
+          $q$SET LOCAL fencing.token = '150'; DELETE FROM public.t50_parts WHERE id = 101$q$), '00000',
+          'a fenced DELETE through it records its tombstone');
+SELECT is(t50.state_as('fencing_t50_via',
+          $q$SET LOCAL fencing.token = '150'; UPDATE public.t50_inh SET v = 'x' WHERE id = 1$q$), '00000',
+          'an UPDATE through an inheritance parent writes the token into the child');
+SELECT is(t50.state_as('fencing_t50_leaf',
+          $q$SET LOCAL fencing.token = '150'; UPDATE public.t50_parts_1 SET v = 'x' WHERE id = 1$q$), '00000',
+          'a privilege on the token column of a partition covers that partition');
+SELECT is(t50.state_as('fencing_t50_leaf',
+          $q$SET LOCAL fencing.token = '150'; UPDATE public.t50_parts_2 SET v = 'x' WHERE id = 101$q$), '42501',
+          'but not its sibling');
+SELECT is(t50.state_as('fencing_t50_via',
+          $q$SET LOCAL fencing.token = '150'; UPDATE public.t50_parts SET v = 'x' WHERE id = 1$q$)
+          || t50.state_as('fencing_t50_via', $q$UPDATE public.t50_parts SET v = 'x' WHERE id = 1$q$), '0000023T01',
+          'and writes through the parent are still judged');
 
 --------------------------------------------------------------------------------
 -- 4. SECURITY DEFINER and search_path.
