@@ -265,7 +265,10 @@ SELECT m.root, m.key_hash, pg_catalog.max(m.token), pg_catalog.max(m.deleted_at)
 --  * It lists a check only where it is in force as the module reads it:
 --    enabled (not DISABLEd, not ENABLE REPLICA), BEFORE each row of every
 --    INSERT, UPDATE and DELETE, without a WHEN condition or a column list,
---    with five arguments the check accepts. Any role may attach
+--    with five arguments the check accepts. A partitioned table holds no
+--    rows: its check is in force when every leaf partition's clone of it is
+--    (whatever ALTER TABLE ONLY did to its own), and the clones are not
+--    listed. Any role may attach
 --    fencing.enforce() to a table of its own (protect() must), and in 1.0 one
 --    such trigger with an argument that is no boolean made the view fail for
 --    every reader (22P02), while a disabled or narrowed one was listed as
@@ -280,6 +283,7 @@ SELECT t.tgrelid::regclass AS tbl,
        a[4] IN ('true', 't', 'on') AS fence_deletes,
        a[5] IN ('true', 't', 'on') AS tombstones
   FROM pg_catalog.pg_trigger t
+  JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
  CROSS JOIN LATERAL (
     SELECT pg_catalog.array_agg(
                pg_catalog.convert_from(pg_catalog.substring(t.tgargs, z.prev + 2, z.i - z.prev - 1),
@@ -291,7 +295,16 @@ SELECT t.tgrelid::regclass AS tbl,
  WHERE t.tgfoid = 'fencing.enforce()'::pg_catalog.regprocedure
    AND NOT t.tgisinternal
    AND t.tgparentid = 0
-   AND t.tgenabled IN ('O', 'A')
+   AND CASE WHEN c.relkind = 'p' THEN
+            NOT EXISTS (SELECT 1 FROM pg_catalog.pg_partition_tree(t.tgrelid) p
+                         WHERE p.isleaf
+                           AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger l
+                                            WHERE l.tgrelid = p.relid AND l.tgfoid = t.tgfoid
+                                              AND l.tgenabled IN ('O', 'A') AND l.tgtype = 31
+                                              AND l.tgqual IS NULL
+                                              AND pg_catalog.cardinality(l.tgattr::pg_catalog.int2[]) = 0
+                                              AND l.tgargs = t.tgargs))
+        ELSE t.tgenabled IN ('O', 'A') END
    AND t.tgtype = 31  -- ROW | BEFORE | INSERT | DELETE | UPDATE
    AND t.tgqual IS NULL
    AND pg_catalog.cardinality(t.tgattr::pg_catalog.int2[]) = 0

@@ -6,7 +6,6 @@
 // descriptor, values with heap_getattr, the comparison in C++.
 #include "pg/bridge.hpp"
 #include "pg/events.hpp"
-#include "pg/inheritance.hpp"
 #include "pg/settings.hpp"
 #include "pg/tombstones.hpp"
 
@@ -293,32 +292,20 @@ bool may_read_column(Relation rel, AttrNumber attnum) {
     pg_unreachable();
 }
 
-// Whether ROLE may assign column ATTNAME of RELID with NEEDED, as the
-// executor checks a column (the table's privilege or the column's own), on
-// the table itself or on any table a write reaches it through: its
-// partitioned table and inheritance parents, upwards. PostgreSQL checks a
-// write's privileges on the table the statement names only, so a role
-// granted UPDATE on a partitioned table writes every partition (and could
-// name the token column there itself).
-bool may_assign_column(Oid relid, const char* attname, Oid role, AclMode needed) {
-    if (pg_class_aclcheck(relid, role, needed) == ACLCHECK_OK) return true;
-    const AttrNumber att = get_attnum(relid, attname);
-    if (att != InvalidAttrNumber && pg_attribute_aclcheck(relid, att, role, needed) == ACLCHECK_OK) return true;
-    ListCell* lc;
-    foreach (lc, pg::inheritance_parents(relid)) {  // pg_inherits has no cycles
-        if (may_assign_column(lfirst_oid(lc), attname, role, needed)) return true;
-    }
-    return false;
-}
-
-// Whether ROLE may assign the token column with NEEDED (INSERT or UPDATE),
-// by may_assign_column. Checked once per call site and role.
+// Whether ROLE may assign the token column with NEEDED (INSERT or UPDATE):
+// as the executor checks a column, the table's privilege or the column's
+// own, on the table that holds the row. Not on a partitioned table or an
+// inheritance parent the write may have gone through: the trigger does not
+// know which table the statement named, and a privilege on some ancestor
+// says nothing of what the role may do through it (row-level security, a
+// schema it may not use, another parent). Checked once per call site and
+// role.
 bool may_assign_token(TokenAcl* acl, Oid role, Relation rel, AttrNumber attnum, AclMode needed) {
     if (acl->role != role) *acl = TokenAcl{role, -1, -1};
     signed char* may = needed == ACL_INSERT ? &acl->may_insert : &acl->may_update;
     if (*may < 0)
-        *may = may_assign_column(RelationGetRelid(rel), NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname),
-                                 role, needed)
+        *may = pg_class_aclcheck(RelationGetRelid(rel), role, needed) == ACLCHECK_OK ||
+                       pg_attribute_aclcheck(RelationGetRelid(rel), attnum, role, needed) == ACLCHECK_OK
                    ? 1
                    : 0;
     return *may == 1;
@@ -582,7 +569,9 @@ Datum enforce(FunctionCallInfo fcinfo) {
                                       "\"%s\"; that needs the %s privilege on the column.",
                                       NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname),
                                       ev == core::WriteEvent::insert ? "INSERT" : "UPDATE"),
-                            errhint("Grant the role %s on the token column, or write with a role that has it.",
+                            errhint("Grant the role %s on the token column of this table, or name the token column "
+                                    "in the statement (it is then checked on the table the statement names, such as "
+                                    "a partitioned table), or write with a role that has it.",
                                     ev == core::WriteEvent::insert ? "INSERT" : "UPDATE")));
         int col = cs->attnum;
         Datum value = Int64GetDatum(*d.incoming);

@@ -15,7 +15,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(105);
+SELECT plan(110);
 
 -- as_role(r, q): runs q as role r (an error propagates; the role switch is
 -- undone either way, as the caller's subtransaction is rolled back).
@@ -321,6 +321,25 @@ SELECT results_eq(
     'only the check in force on every event, with arguments it accepts, is listed, as the check reads them');
 SELECT throws_ok($$INSERT INTO t20_junk VALUES (1, 1)$$, '39P01', NULL,
                  'the check with an argument it refuses fails every write instead');
+-- A partitioned table holds no rows: its check is in force when every leaf
+-- partition's clone is, whatever ALTER TABLE ONLY did to its own.
+CREATE TABLE t20.pv (id int PRIMARY KEY, fence_token fencing.token) PARTITION BY RANGE (id);
+CREATE TABLE t20.pv_a PARTITION OF t20.pv FOR VALUES FROM (0) TO (10) PARTITION BY RANGE (id);
+CREATE TABLE t20.pv_a1 PARTITION OF t20.pv_a FOR VALUES FROM (0) TO (10);
+CREATE TABLE t20.pv_b PARTITION OF t20.pv FOR VALUES FROM (10) TO (20);
+SELECT lives_ok($$SELECT fencing.protect('t20.pv')$$, 'protect a partitioned table with a sub-partitioned partition');
+ALTER TABLE t20.pv_a1 DISABLE TRIGGER "~fencing_enforce";
+SELECT is_empty($$SELECT 1 FROM fencing.protected WHERE tbl = 't20.pv'::regclass$$,
+                'a partitioned table one of whose leaf partitions has its check disabled is not listed');
+ALTER TABLE t20.pv_a1 ENABLE TRIGGER "~fencing_enforce";
+ALTER TABLE ONLY t20.pv DISABLE TRIGGER "~fencing_enforce";
+SELECT isnt_empty($$SELECT 1 FROM fencing.protected WHERE tbl = 't20.pv'::regclass$$,
+                  'a partitioned table whose own trigger only is disabled is listed: its partitions are checked');
+INSERT INTO t20.pv VALUES (1, 100);
+SELECT throws_ok($$UPDATE t20.pv SET fence_token = 50 WHERE id = 1$$, '23T01', NULL,
+                 'as a stale write through it shows');
+SELECT is((SELECT count(*)::int FROM fencing.protected WHERE tbl::text LIKE 't20.pv%'), 1,
+          'the partitions are not listed themselves');
 SELECT lives_ok($$SELECT t20.as_role('t20_owner', 'SELECT fencing.unprotect(''t20.owned'')')$$, 'the owner may unprotect');
 
 --------------------------------------------------------------------------------
