@@ -143,11 +143,33 @@ SELECT count(*) AS locks_after_release FROM pg_locks WHERE locktype = 'advisory'
 -- After the shared hold, validate() of its token still fails.
 SELECT pg_temp.sqlstate_of(format('SELECT fencing.validate(%L, %s)', 't14:sh', :'ex')) AS validate_after;
 
--- A permit this session holds under the permit's own name: 55006, as for any
--- resource the session holds.
+-- A permit this session holds under the permit's own name (a plain
+-- acquisition of R, chr(31), p): a counted acquisition of R raises 55006,
+-- reentrant or not, and in a try form: a plain hold carries none of a
+-- permit's marks (its count was never checked against the holders'), so no
+-- counted hold nests on it. The message names the permit and the scope it
+-- is held in.
 SELECT fencing.acquire('t14:q' || chr(31) || '1') IS NOT NULL AS plain_permit_name;
-SELECT pg_temp.sqlstate_of($$SELECT fencing.acquire('t14:q', permits => 1)$$) AS permit_held_by_name;
+SELECT pg_temp.sqlstate_of($$SELECT fencing.acquire('t14:q', permits => 1)$$) AS permit_held_by_name,
+       pg_temp.sqlstate_of($$SELECT fencing.acquire('t14:q', permits => 1, reentrant => true)$$) AS reentrant,
+       pg_temp.sqlstate_of($$SELECT fencing.try_acquire('t14:q', permits => 1, reentrant => true)$$) AS try_reentrant,
+       pg_temp.sqlstate_of($$SELECT fencing.acquire_xact('t14:q', permits => 1, reentrant => true)$$) AS xact_reentrant;
 SELECT fencing.release('t14:q' || chr(31) || '1');
+SELECT fencing.acquire('t14:q' || chr(31) || '2') IS NOT NULL AS plain_permit_2;
+SELECT fencing.acquire('t14:q', permits => 3);
+SELECT fencing.acquire('t14:q', permits => 3, reentrant => true);
+SELECT fencing.release('t14:q' || chr(31) || '2');
+BEGIN;
+SELECT fencing.acquire_xact('t14:q' || chr(31) || '3') IS NOT NULL AS xact_permit_3;
+SELECT fencing.acquire('t14:q', permits => 3);
+ROLLBACK;
+BEGIN;
+SELECT fencing.acquire_xact('t14:q' || chr(31) || '3') IS NOT NULL AS xact_permit_3;
+SELECT fencing.acquire('t14:q' || chr(31) || '3', reentrant => true) IS NOT NULL AS and_session;
+SELECT fencing.acquire_xact('t14:q', permits => 3, reentrant => true);
+ROLLBACK;
+SELECT fencing.release('t14:q' || chr(31) || '3') AS session_hold_released;
+SELECT count(*) AS locks_after_permit_names FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
 
 -- An exclusive holder may nest a shared hold (reentrant): it stays exclusive.
 SELECT fencing.acquire('t14:sh') AS ex2 \gset

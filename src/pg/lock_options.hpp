@@ -109,8 +109,6 @@ bool regrant_in_statement(const Resource& r, const LOCKTAG& rtag, bool session);
 // 55006 when this transaction validated a token of the resource (a new
 // token is issued only after such transactions end).
 void refuse_if_validated_here(const Resource& r);
-// 55006: this session holds the resource already (pg/locks.cpp).
-[[noreturn]] void report_held_already(const Resource& r, bool session);
 
 // pg/lock_delay.cpp: keeps the locks of grants taken with a lock-delay after
 // their session ends, each for its delay (registered at the first such grant).

@@ -601,7 +601,6 @@ bool drain_guard_of(const Resource& r, std::int64_t wait_ms) { return drain_guar
 bool regrant_in_statement(const Resource& r, const LOCKTAG& rtag, bool session) {
     return same_statement_regrant(r, rtag, session);
 }
-void report_held_already(const Resource& r, bool session) { report_already_held(r, session); }
 void refuse_if_validated_here(const Resource& r) {
     if (held_by_me(guard_tag(r.key), kGuardHoldMode)) report_guarded_here(r);
 }

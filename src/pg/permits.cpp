@@ -90,6 +90,31 @@ LOCKTAG count_mark(std::uint64_t base, std::int32_t permits) {
 }
 
 
+// Permit P of R, whose key is KEY, is held by this session under its own
+// name, by a plain acquisition of R, chr(31), P. A counted acquisition of R
+// does not nest on it, even with reentrant => true: that hold took none of
+// the marks by which the holders of R's permits agree on their count.
+[[noreturn]] void report_permit_held_by_name(const Resource& r, std::int32_t p, std::uint64_t key) {
+    const core::Hold* h = ledger().find(key);
+    const bool in_session = held_at_session_scope(key);
+    const bool in_xact = held_by_me(resource_tag(key), kXactMode) || (h != nullptr && h->xact_total() > 0);
+    const char* scope = in_session && in_xact ? "session and at transaction" : (in_session ? "session" : "transaction");
+    const char* hint = !in_xact      ? "Release the hold of the permit's name first (fencing.release), then acquire "
+                                       "the resource with permits."
+                       : !in_session ? "End the transaction that holds the permit's name first, then acquire the "
+                                       "resource with permits."
+                                     : "Release the session's hold of the permit's name (fencing.release) and end the "
+                                       "transaction that holds it too, then acquire the resource with permits.";
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_IN_USE),
+                    errmsg("fencing lock on resource \"%.*s\" is already held by this session", r.len, r.data),
+                    errdetail("This session holds permit %d of it at %s scope, under the permit's own name (the "
+                              "resource's name, chr(31), %d); a counted acquisition does not nest on that hold, "
+                              "reentrant or not, as it was taken without the count of permits.",
+                              p, scope, p),
+                    errhint("%s", hint)));
+    pg_unreachable();
+}
+
 // Whether another session holds tag in a mode that conflicts with `probe`
 // (which is taken without waiting and given back at once).
 bool held_by_others(const LOCKTAG& tag, LOCKMODE probe) {
@@ -188,9 +213,11 @@ bool acquire_permit(const AcquireCall& c, std::int64_t* out) {
     }
 
     // A permit this session holds under the permit's own name (a plain
-    // acquisition of R, chr(31), p): it holds the resource already.
+    // acquisition of R, chr(31), p): it holds the resource already, and no
+    // counted hold nests on that one, reentrant or not.
     for (std::int32_t p = 1; p <= n; ++p)
-        if (holds_any_mode(resource_tag(key_of(pn, p)))) report_held_already(r, c.session);
+        if (const std::uint64_t k = key_of(pn, p); holds_any_mode(resource_tag(k)))
+            report_permit_held_by_name(r, p, k);
 
     // The bound of the whole wait: wait, and lock_timeout when shorter.
     const TimestampTz asked_at = GetCurrentTimestamp();

@@ -39,6 +39,7 @@ extern "C" {
 #include "common/hashfn.h"
 #include "utils/catcache.h"
 #include "utils/fmgroids.h"
+#include "utils/typcache.h"
 }
 
 namespace fencing::pg::tombstones {
@@ -168,6 +169,47 @@ Oid hash_extended_for(Oid eqop) {
     }
     ReleaseSysCacheList(list);
     return proc;
+}
+
+// Whether PROC hashes a value by its parts: arrays (elements), composite
+// types (attributes), ranges (bounds) and multiranges (their ranges' bounds).
+// Each part is hashed by the extended hash function the type cache gives its
+// type, and a part whose type has none fails the hash (42883) at the first
+// value, not when PROC is looked up.
+bool hashes_by_parts(Oid proc) {
+    return proc == F_HASH_ARRAY_EXTENDED || proc == F_HASH_RECORD_EXTENDED || proc == F_HASH_RANGE_EXTENDED ||
+           proc == F_HASH_MULTIRANGE_EXTENDED;
+}
+
+// Whether every value of TYPE (a domain: of its base type) hashes with the
+// hash-by-parts functions. The type cache leaves a type's extended hash
+// function unset when a part's type, at any depth (through arrays,
+// composites, ranges, multiranges and domains), has none: the very entries
+// those functions read.
+bool parts_hash(Oid type) {
+    return OidIsValid(lookup_type_cache(getBaseType(type), TYPECACHE_HASH_EXTENDED_PROC)->hash_extended_proc);
+}
+
+// The innermost part type within TYPE (or TYPE's base type itself) that
+// keeps it from hashing, for the message; InvalidOid when TYPE hashes.
+Oid unhashable_part(Oid type) {
+    check_stack_depth();
+    const Oid base = getBaseType(type);
+    if (parts_hash(base)) return InvalidOid;
+    Oid part = InvalidOid;
+    if (const Oid elem = get_element_type(base); OidIsValid(elem)) {
+        part = unhashable_part(elem);
+    } else if (const Oid sub = get_range_subtype(base); OidIsValid(sub)) {
+        part = unhashable_part(sub);
+    } else if (const Oid range = get_multirange_range(base); OidIsValid(range)) {
+        part = unhashable_part(range);
+    } else if (get_typtype(base) == TYPTYPE_COMPOSITE) {
+        TupleDesc d = lookup_rowtype_tupdesc(base, -1);
+        for (int i = 0; i < d->natts && !OidIsValid(part); ++i)
+            if (!TupleDescAttr(d, i)->attisdropped) part = unhashable_part(TupleDescAttr(d, i)->atttypid);
+        ReleaseTupleDesc(d);
+    }
+    return OidIsValid(part) ? part : base;
 }
 
 // The lock of key HASH of relation RELID.
@@ -337,6 +379,18 @@ void build_key(Key* key, Relation rel, MemoryContext cxt) {
             Form_pg_attribute a = TupleDescAttr(desc, att - 1);
             key->problem = psprintf("Its primary key column \"%s\" is of type %s, which has no hash function.",
                                     NameStr(a->attname), format_type_be(a->atttypid));
+            break;
+        }
+        if (hashes_by_parts(hproc) && !parts_hash(TupleDescAttr(desc, att - 1)->atttypid)) {
+            Form_pg_attribute a = TupleDescAttr(desc, att - 1);
+            const Oid part = unhashable_part(a->atttypid);
+            if (OidIsValid(part) && part != getBaseType(a->atttypid))
+                key->problem = psprintf("Its primary key column \"%s\" is of type %s, which has no hash function: "
+                                        "a value of it is hashed by its parts, and a part of type %s has none.",
+                                        NameStr(a->attname), format_type_be(a->atttypid), format_type_be(part));
+            else
+                key->problem = psprintf("Its primary key column \"%s\" is of type %s, which has no hash function.",
+                                        NameStr(a->attname), format_type_be(a->atttypid));
             break;
         }
         key->att[k] = att;

@@ -472,8 +472,8 @@ Datum enforce(FunctionCallInfo fcinfo) {
                             errmsg("relation \"%s\" is protected with tombstones but has no usable primary key",
                                    RelationGetRelationName(rel)),
                             errdetail("%s Tombstones remember deleted rows by their primary key.", cs->key.problem),
-                            errhint("Add the primary key again, or protect the table with "
-                                    "fencing.protect(table, tombstones => false).")));
+                            errhint("Give it a primary key that can carry tombstones, or protect the table "
+                                    "with fencing.protect(table, tombstones => false).")));
         switch (ev) {
             case core::WriteEvent::insert:
                 new_key = tombstones::hash_key(&cs->key, rel, td->tg_trigtuple);
