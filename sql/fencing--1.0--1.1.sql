@@ -164,7 +164,8 @@ CREATE FUNCTION fencing.set_notify(resource text, enabled boolean DEFAULT true)
 REVOKE ALL ON FUNCTION fencing.set_notify(text, boolean) FROM PUBLIC;
 
 -- Rows written by SQL (a restore's COPY, a superuser's hand) reach every
--- session's cached settings at its next transaction, as set_notify's do.
+-- session's cached settings at its next transaction, as set_notify's do, and
+-- keep set_notify's bound of 1000 resources by name (54000).
 CREATE FUNCTION fencing.notify_settings_changed() RETURNS trigger
     AS 'MODULE_PATHNAME', 'fencing_notify_settings_changed' LANGUAGE C;
 REVOKE ALL ON FUNCTION fencing.notify_settings_changed() FROM PUBLIC;
