@@ -57,6 +57,32 @@ SELECT count(*) AS in_transaction FROM fencing.notify_settings;
 ROLLBACK;
 SELECT count(*) AS after_rollback FROM fencing.notify_settings;
 
+-- The bound holds for rows written by SQL too (a restore's COPY, the database
+-- owner's or a superuser's INSERT): a statement that would leave more than
+-- 1000 resources in notify_settings fails with set_notify's 54000, whole.
+CREATE FUNCTION pg_temp.sqlstate_of(stmt text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE stmt;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE;
+END
+$$;
+INSERT INTO fencing.notify_settings SELECT 't30:sql:' || g FROM generate_series(1, 3000) g;
+SELECT pg_temp.sqlstate_of($$INSERT INTO fencing.notify_settings SELECT 't30:sql:' || g FROM generate_series(1, 1001) g$$)
+       AS one_too_many;
+SELECT count(*) AS settings FROM fencing.notify_settings;
+INSERT INTO fencing.notify_settings SELECT 't30:sql:' || g FROM generate_series(1, 1000) g;   -- the bound itself
+INSERT INTO fencing.notify_settings VALUES (NULL);   -- the database-wide setting does not count
+SELECT pg_temp.sqlstate_of($$INSERT INTO fencing.notify_settings VALUES ('t30:sql:1001')$$) AS insert_past_bound,
+       pg_temp.sqlstate_of($$UPDATE fencing.notify_settings SET resource = 't30:sql:0' WHERE resource IS NULL$$)
+           AS update_past_bound,
+       pg_temp.sqlstate_of($$SELECT fencing.set_notify('t30:sql:1001')$$) AS set_notify_past_bound,
+       pg_temp.sqlstate_of($$UPDATE fencing.notify_settings SET resource = resource || ':renamed'
+                              WHERE resource = 't30:sql:1'$$) AS rename_within_bound;
+SELECT count(*) AS settings, count(resource) AS by_name FROM fencing.notify_settings;
+DELETE FROM fencing.notify_settings;
+
 -- ---- stats, table_stats, reset_stats ------------------------------------------
 SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
  WHERE attrelid = 'fencing.stats'::regclass AND attnum > 0 ORDER BY attnum;

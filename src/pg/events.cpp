@@ -87,8 +87,8 @@ void delay_ended(const char* resource, int len, std::int64_t token) noexcept {
     notify::event(resource, len, core::LockEvent::delay_ended, token);
 }
 
-void stale_write(Oid relid, bool skipped) noexcept {
-    stats::add_table(relid, skipped ? stats::kStaleSkips : stats::kStaleRejections);
+void stale_write(Oid relid, bool temporary, bool skipped) noexcept {
+    stats::add_table(relid, temporary, skipped ? stats::kStaleSkips : stats::kStaleRejections);
 }
 
 void forgotten(std::int64_t n) noexcept {

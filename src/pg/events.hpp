@@ -33,7 +33,7 @@ void grant_started(std::uint64_t key, const char* resource, int len, std::int64_
 void grant_ended(std::uint64_t key, std::int64_t token) noexcept;
 void grant_lost(const char* resource, int len, std::int64_t token) noexcept;
 void delay_ended(const char* resource, int len, std::int64_t token) noexcept;
-void stale_write(Oid relid, bool skipped) noexcept;
+void stale_write(Oid relid, bool temporary, bool skipped) noexcept;
 void forgotten(std::int64_t n) noexcept;
 void leases_enforced() noexcept;
 

@@ -432,15 +432,45 @@ FENCING_FUNCTION(fencing_set_notify) {
 }
 
 // The statement trigger of fencing.notify_settings: rows written by SQL (a
-// restore's COPY, a superuser's hand) reach every session's settings at its
-// next transaction, as set_notify's do.
+// restore's COPY, the database owner's or a superuser's INSERT) reach every
+// session's settings at its next transaction, as set_notify's do; and they
+// keep set_notify's bound: a statement that leaves more than kMaxResources
+// resources by name fails (54000), whole. The rows are counted under a
+// self-conflicting lock that does not conflict with writers (SHARE UPDATE
+// EXCLUSIVE: concurrent writing statements count in turn, each seeing the
+// rows of those that committed before it) and that waits for set_notify
+// (SHARE ROW EXCLUSIVE), after the statement's own rows were made visible.
 FENCING_FUNCTION(fencing_notify_settings_changed) {
     return guarded("fencing.notify_settings_changed", [&]() -> Datum {
         if (!CALLED_AS_TRIGGER(fcinfo))
             ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                             errmsg("fencing.notify_settings_changed() was not called by the trigger manager")));
         const TriggerData* td = reinterpret_cast<TriggerData*>(fcinfo->context);
-        CacheInvalidateRelcacheByRelid(RelationGetRelid(td->tg_relation));
+        const Oid relid = RelationGetRelid(td->tg_relation);
+        if (TRIGGER_FIRED_BY_INSERT(td->tg_event) || TRIGGER_FIRED_BY_UPDATE(td->tg_event)) {
+            LockRelationOid(relid, ShareUpdateExclusiveLock);
+            CommandCounterIncrement();
+            notify::check_layout(td->tg_relation);
+            int named = 0;
+            Snapshot snap = RegisterSnapshot(GetLatestSnapshot());
+            SysScanDesc scan = systable_beginscan(td->tg_relation, InvalidOid, false, snap, 0, nullptr);
+            HeapTuple tup;
+            while (HeapTupleIsValid(tup = systable_getnext(scan))) {
+                bool isnull = false;
+                (void)heap_getattr(tup, 1, RelationGetDescr(td->tg_relation), &isnull);
+                if (!isnull) ++named;
+            }
+            systable_endscan(scan);
+            UnregisterSnapshot(snap);
+            if (named > notify::kMaxResources)
+                ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+                                errmsg("fencing.notify_settings would enable notifications for %d resources", named),
+                                errdetail("A database may enable the notifications of at most %d resources by name.",
+                                          notify::kMaxResources),
+                                errhint("Disable some with fencing.set_notify(resource, false), or enable every "
+                                        "resource of the database with fencing.set_notify(NULL).")));
+        }
+        CacheInvalidateRelcacheByRelid(relid);
         return compat::null_datum();
     });
 }

@@ -4,15 +4,20 @@
 // One array of entries, allocated when the library is preloaded: an entry per
 // database that used fencing since the server started (at most
 // kMaxDatabases), and an entry per table with a stale write (at most
-// fencing.stats_max_tables, in all databases). Counters are atomics, written
-// without a lock; the LWLock only guards which entry belongs to whom. A
-// backend keeps a pointer to its database's entry (database entries are never
-// given away) and a small cache of table entries, checked against a
-// generation that moves whenever a table entry is given away (reset_stats,
-// the pruning of dropped tables). When the table entries are used up, a
-// table's rejections count for its database only; entries of tables that no
-// longer exist are given away, at most once a second, to the next table that
-// needs one.
+// fencing.stats_max_tables, in all databases; temporary tables take none).
+// Counters are atomics, written without a lock; the LWLock only guards which
+// entry belongs to whom. A backend keeps a pointer to its database's entry
+// (database entries are never given away) and a small cache of table
+// entries, checked against a generation that moves whenever a table entry is
+// given away (reset_stats, the pruning of dropped tables). When the table
+// entries are used up, a table's stale writes count for its database only,
+// and in its kTableStatsMissed: from then on (until reset_stats) the
+// database's tables without an entry may have missed some, and
+// fencing.table_stats shows NULL for them rather than a 0 that may be false.
+// Entries of tables that no longer exist are given away, at most once a
+// second, to the next table that needs one; an entry's reset_at says since
+// when its counts are complete (its database's reset while nothing was
+// missed, else the moment it was taken).
 #include "pg/stats.hpp"
 
 #include "pg/bridge.hpp"
@@ -113,12 +118,13 @@ void zero(Entry* e, TimestampTz reset_at) {
     pg_atomic_write_u64(&e->reset_at, static_cast<std::uint64_t>(reset_at));
 }
 
-// Takes a free entry for (db, rel); under the exclusive lock, with room checked.
-Entry* claim_locked(Oid db, Oid rel) {
+// Takes a free entry for (db, rel), counting since reset_at; under the
+// exclusive lock, with room checked.
+Entry* claim_locked(Oid db, Oid rel, TimestampTz reset_at) {
     for (int i = 0; i < shared->capacity; ++i) {
         Entry* e = &entries[i];
         if (e->db != InvalidOid) continue;
-        zero(e, shared->started);
+        zero(e, reset_at);
         e->rel = rel;
         e->db = db;
         if (rel == InvalidOid)
@@ -143,7 +149,7 @@ Entry* database_entry() {
     if (e == nullptr) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
         e = find_locked(MyDatabaseId, InvalidOid);
-        if (e == nullptr && shared->databases < kMaxDatabases) e = claim_locked(MyDatabaseId, InvalidOid);
+        if (e == nullptr && shared->databases < kMaxDatabases) e = claim_locked(MyDatabaseId, InvalidOid, shared->started);
         LWLockRelease(shared->lock);
     }
     my_db = e;
@@ -179,19 +185,31 @@ void prune_dropped_tables() {
     pfree(rels);
 }
 
-Entry* table_entry(Oid relid) {
+// The entry of table relid of this database (db: its entry), taken if there
+// is room; nullptr when there is none. *generation: the generation before
+// the look-up (an entry given away after it moves the generation).
+Entry* table_entry(Oid relid, Entry* db, std::uint32_t* generation) {
     TableSlot& slot = table_cache[relid % kTableSlots];
     const std::uint32_t gen = pg_atomic_read_u32(&shared->generation);
+    *generation = gen;
     if (slot.rel == relid && slot.generation == gen) return slot.entry;
     LWLockAcquire(shared->lock, LW_SHARED);
     Entry* e = find_locked(MyDatabaseId, relid);
     LWLockRelease(shared->lock);
     if (e == nullptr) {
+        const TimestampTz now = GetCurrentTimestamp();
         for (int attempt = 0; attempt < 2 && e == nullptr; ++attempt) {
             LWLockAcquire(shared->lock, LW_EXCLUSIVE);
             e = find_locked(MyDatabaseId, relid);
             const bool full = shared->tables >= max_tables;
-            if (e == nullptr && !full) e = claim_locked(MyDatabaseId, relid);
+            if (e == nullptr && !full) {
+                // Complete since the database's reset unless a stale write of
+                // the database went uncounted since: it may have been this
+                // table's, so the entry counts from now.
+                const bool missed = pg_atomic_read_u64(&db->c[kTableStatsMissed]) > 0;
+                e = claim_locked(MyDatabaseId, relid,
+                                 missed ? now : static_cast<TimestampTz>(pg_atomic_read_u64(&db->reset_at)));
+            }
             LWLockRelease(shared->lock);
             if (e == nullptr && full && attempt == 0)
                 prune_dropped_tables();
@@ -199,7 +217,7 @@ Entry* table_entry(Oid relid) {
                 break;
         }
     }
-    slot = TableSlot{relid, pg_atomic_read_u32(&shared->generation), e};
+    slot = TableSlot{relid, gen, e};
     return e;
 }
 
@@ -231,11 +249,25 @@ void raise_max(Counter c, std::uint64_t v) noexcept {
     }
 }
 
-void add_table(Oid relid, Counter c) noexcept {
+void add_table(Oid relid, bool temporary, Counter c) noexcept {
     if (!detail::attached) return;
     add(c);
-    if (database_entry() == nullptr) return;
-    if (Entry* e = table_entry(relid)) pg_atomic_fetch_add_u64(&e->c[c], 1);
+    Entry* db = database_entry();
+    // A temporary table lives in one session, and any role may make many:
+    // it takes no entry (fencing.table_stats shows NULL for it).
+    if (db == nullptr || temporary) return;
+    std::uint32_t gen = 0;
+    Entry* e = table_entry(relid, db, &gen);
+    if (e == nullptr) {
+        pg_atomic_fetch_add_u64(&db->c[kTableStatsMissed], 1);
+        // An entry given away since the look-up may have been taken for this
+        // very table by a session that did not see the miss yet (both
+        // atomics are full barriers: one of the two sees the other). Count
+        // the write there too, so that the entry misses nothing it claims.
+        std::uint32_t again = 0;
+        if (pg_atomic_read_u32(&shared->generation) != gen) e = table_entry(relid, db, &again);
+    }
+    if (e != nullptr) pg_atomic_fetch_add_u64(&e->c[c], 1);
 }
 
 }  // namespace fencing::pg::stats
@@ -251,7 +283,7 @@ FENCING_FUNCTION(fencing_stats_data) {
         if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
             ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("fencing.stats_data must return a record")));
         desc = BlessTupleDesc(desc);
-        constexpr int kCols = 14;
+        constexpr int kCols = 15;
         if (desc->natts != kCols)
             ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH), errmsg("fencing.stats_data has %d columns, expected %d",
                                                                       desc->natts, kCols)));
@@ -262,21 +294,22 @@ FENCING_FUNCTION(fencing_stats_data) {
         if (e != nullptr) {
             using namespace stats;
             auto get = [&](Counter c) { return pg_atomic_read_u64(&e->c[c]); };
-            const Counter order[] = {kGrants, kWaits, kWaitUs, kWaitMaxUs, kWaitTimeouts, kLeaseExpiries,
-                                     kLost, kStaleRejections, kStaleSkips, kForgets, kNotificationsDropped};
-            for (int i = 0; i < 11; ++i) {
+            const Counter order[] = {kGrants, kWaits, kWaitUs, kWaitMaxUs, kWaitTimeouts, kLeaseExpiries, kLost,
+                                     kStaleRejections, kStaleSkips, kForgets, kNotificationsDropped, kTableStatsMissed};
+            constexpr int kCounted = sizeof(order) / sizeof(order[0]);
+            for (int i = 0; i < kCounted; ++i) {
                 const std::uint64_t x = get(order[i]);
                 v[i] = order[i] == kWaitUs || order[i] == kWaitMaxUs ? interval_ms(x) : Int64GetDatum(static_cast<std::int64_t>(x));
                 nulls[i] = false;
             }
-            v[11] = TimestampTzGetDatum(static_cast<TimestampTz>(pg_atomic_read_u64(&e->reset_at)));
-            nulls[11] = false;
+            v[kCounted] = TimestampTzGetDatum(static_cast<TimestampTz>(pg_atomic_read_u64(&e->reset_at)));
+            nulls[kCounted] = false;
         }
-        v[12] = BoolGetDatum(e != nullptr);
-        nulls[12] = false;
+        v[13] = BoolGetDatum(e != nullptr);
+        nulls[13] = false;
         if (e == nullptr) {
-            v[13] = CStringGetTextDatum(stats::detail::attached ? stats::kTooManyDatabases : stats::kNotPreloaded);
-            nulls[13] = false;
+            v[14] = CStringGetTextDatum(stats::detail::attached ? stats::kTooManyDatabases : stats::kNotPreloaded);
+            nulls[14] = false;
         }
         PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, v, nulls)));
     });
@@ -287,6 +320,7 @@ struct TableRow {
     Oid rel;
     std::uint64_t rejections;
     std::uint64_t skips;
+    TimestampTz since;
 };
 struct TableRows {
     int n;
@@ -295,7 +329,8 @@ struct TableRows {
 }  // namespace
 
 // fencing.table_stats_data(): this database's table entries (relid, rejections,
-// skips), for the fencing.table_stats view. No rows without the preload.
+// skips, and since when they are complete), for the fencing.table_stats view.
+// No rows without the preload.
 FENCING_FUNCTION(fencing_table_stats_data) {
     return guarded("fencing.table_stats_data", [&]() -> Datum {
         FuncCallContext* fctx;
@@ -306,6 +341,9 @@ FENCING_FUNCTION(fencing_table_stats_data) {
             if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
                 ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                                 errmsg("fencing.table_stats_data must return a record")));
+            if (desc->natts != 4)
+                ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                                errmsg("fencing.table_stats_data has %d columns, expected 4", desc->natts)));
             fctx->tuple_desc = BlessTupleDesc(desc);
             const int cap = stats::detail::attached ? stats::shared->capacity : 0;
             auto* rows = static_cast<TableRows*>(palloc(sizeof(TableRows)));
@@ -316,8 +354,10 @@ FENCING_FUNCTION(fencing_table_stats_data) {
                 for (int i = 0; i < cap; ++i) {
                     stats::Entry* e = &stats::entries[i];
                     if (e->db != MyDatabaseId || e->rel == InvalidOid) continue;
-                    rows->rows[rows->n++] = TableRow{e->rel, pg_atomic_read_u64(&e->c[stats::kStaleRejections]),
-                                                     pg_atomic_read_u64(&e->c[stats::kStaleSkips])};
+                    rows->rows[rows->n++] =
+                        TableRow{e->rel, pg_atomic_read_u64(&e->c[stats::kStaleRejections]),
+                                 pg_atomic_read_u64(&e->c[stats::kStaleSkips]),
+                                 static_cast<TimestampTz>(pg_atomic_read_u64(&e->reset_at))};
                 }
                 LWLockRelease(stats::shared->lock);
             }
@@ -328,9 +368,9 @@ FENCING_FUNCTION(fencing_table_stats_data) {
         fctx = SRF_PERCALL_SETUP();
         if (fctx->call_cntr >= fctx->max_calls) SRF_RETURN_DONE(fctx);
         const TableRow& r = static_cast<TableRows*>(fctx->user_fctx)->rows[fctx->call_cntr];
-        Datum v[3] = {ObjectIdGetDatum(r.rel), Int64GetDatum(static_cast<std::int64_t>(r.rejections)),
-                      Int64GetDatum(static_cast<std::int64_t>(r.skips))};
-        bool nulls[3] = {false, false, false};
+        Datum v[4] = {ObjectIdGetDatum(r.rel), Int64GetDatum(static_cast<std::int64_t>(r.rejections)),
+                      Int64GetDatum(static_cast<std::int64_t>(r.skips)), TimestampTzGetDatum(r.since)};
+        bool nulls[4] = {false, false, false, false};
         SRF_RETURN_NEXT(fctx, HeapTupleGetDatum(heap_form_tuple(fctx->tuple_desc, v, nulls)));
     });
 }

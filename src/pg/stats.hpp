@@ -21,6 +21,7 @@ enum Counter : int {
     kStaleSkips,
     kForgets,
     kNotificationsDropped,
+    kTableStatsMissed,  // stale writes that could not be counted for their table (no entry left)
     kCounters
 };
 
@@ -41,8 +42,10 @@ inline bool collecting() noexcept;
 void add(Counter c, std::uint64_t n = 1) noexcept;
 void raise_max(Counter c, std::uint64_t v) noexcept;
 // A stale write (kStaleRejections or kStaleSkips) on table relid: counted
-// for the database, and for the table while fencing.stats_max_tables allows.
-void add_table(Oid relid, Counter c) noexcept;
+// for the database, and for the table while fencing.stats_max_tables allows
+// (otherwise in kTableStatsMissed). A temporary table's counts for the
+// database only: it takes no table entry.
+void add_table(Oid relid, bool temporary, Counter c) noexcept;
 
 namespace detail {
 extern bool attached;

@@ -502,10 +502,10 @@ Datum enforce(FunctionCallInfo fcinfo) {
         case core::Verdict::accept:
             break;
         case core::Verdict::reject_skip:
-            pg::events::stale_write(cs->relid, true);
+            pg::events::stale_write(cs->relid, rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP, true);
             return fencing::pg::compat::null_datum();
         case core::Verdict::reject_error:
-            pg::events::stale_write(cs->relid, false);
+            pg::events::stale_write(cs->relid, rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP, false);
             report_stale(rel, d, in, keyrow, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), cs->attnum);
     }
     if (removes_key && d.incoming) {

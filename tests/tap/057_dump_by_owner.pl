@@ -7,7 +7,8 @@
 # one. The restored resource key secret replaces the one the target's CREATE
 # EXTENSION made (so every name keeps its key), and rows the target recorded
 # before the restore get their keys under it. A role that does not own the
-# database still cannot read the state or the secret.
+# database still cannot read the state or the secret. The notification
+# settings are restored at their bound, which the owner cannot exceed.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -68,6 +69,23 @@ my $pre = as_owner('dst', q{SELECT fencing.acquire('pre:1')});
 isnt(as_owner('dst', q{SELECT encode(secret, 'hex') FROM fencing.key_secret}), $old_secret,
 	'the target\'s CREATE EXTENSION made a secret of its own');
 
+# Notification settings at their bound (1000 resources by name, and the
+# database-wide row): the owner may load notify_settings, but not past the
+# bound set_notify keeps (54000, the whole statement); a restore of a
+# database at the bound loads every row.
+as_owner('src', q{INSERT INTO fencing.notify_settings SELECT 'n:' || g FROM generate_series(1, 1000) g});
+as_owner('src', q{INSERT INTO fencing.notify_settings VALUES (NULL)});
+($rc, $out, $err) = $node->psql('src', "\\set VERBOSITY verbose\nINSERT INTO fencing.notify_settings VALUES ('n:1001')",
+	extra_params => [ '-U', 'fencing_dbo' ]);
+like($err, qr/ERROR:\s+54000:/, 'the owner may not insert a 1001st resource into notify_settings: 54000');
+($rc, $out, $err) = $node->psql('dst',
+	"\\set VERBOSITY verbose\nINSERT INTO fencing.notify_settings SELECT 'n:' || g FROM generate_series(1, 3000) g",
+	extra_params => [ '-U', 'fencing_dbo' ]);
+like($err, qr/ERROR:\s+54000:/, 'nor 3000 at once');
+is(as_owner('dst', 'SELECT count(*) FROM fencing.notify_settings'), '0', 'and nothing of them stays');
+my $old_settings = as_owner('src', 'SELECT count(*), count(resource) FROM fencing.notify_settings');
+is($old_settings, '1001|1000', 'the source is at the bound');
+
 my $dir = PostgreSQL::Test::Utils::tempdir;
 my $src = $node->connstr('src') . ' user=fencing_dbo';
 my $dst = $node->connstr('dst') . ' user=fencing_dbo';
@@ -97,6 +115,8 @@ is(as_owner('dst', q{SELECT string_agg(resource || '=' || fencing.current(resour
 	$old_current, 'restored: fencing.current() returns the old tokens');
 is(as_owner('dst', q{SELECT count(*) FROM fencing.protected WHERE tbl = 'acct'::regclass}), '1',
 	'restored: acct is protected');
+is(as_owner('dst', 'SELECT count(*), count(resource) FROM fencing.notify_settings'), $old_settings,
+	'restored: the notification settings at their bound');
 my $new = as_owner('dst', q{SELECT fencing.acquire('acct:1')});
 cmp_ok($new, '>', $old_max, "restored: a new token is greater than every old one ($new > $old_max)");
 my $brand = as_owner('dst', q{SELECT fencing.acquire('brand:new')});

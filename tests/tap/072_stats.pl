@@ -3,10 +3,11 @@
 # grants, waits that end in a grant, a timeout, lock_timeout, wait => 0 and a
 # cancel, a lease expiry, a termination, a disconnection, stale writes
 # rejected and skipped (a partitioned table's rolled up to it), forgets; per
-# database; the reset and who may call it; the bound on tables kept
-# (fencing.stats_max_tables) and the pruning of dropped ones; a crash resets
-# the counters. Then the same server without the preload: the views explain
-# themselves instead of failing.
+# database; the reset and who may call it; temporary tables take no entries;
+# the bound on tables kept (fencing.stats_max_tables): a table whose counts
+# are not kept shows NULL, never a false 0; the pruning of dropped ones; a
+# crash resets the counters. Then the same server without the preload: the
+# views explain themselves instead of failing.
 use strict;
 use warnings;
 
@@ -243,28 +244,74 @@ is($node->safe_psql('postgres', q{SELECT string_agg(stale_rejections || ' / ' ||
 	'0 / 0,0 / 0,0 / 0', 'the tables\' counters are 0');
 is(stats('other')->{grants}, '2', 'the other database keeps its counters');
 
+# ---- temporary tables take no entries ---------------------------------------------
+
+# Any role that may create temporary tables (PUBLIC may) can protect them, in
+# any database. Were their stale writes counted per table, such a role could
+# take every entry of the server and leave the tables that matter uncounted:
+# they count for their database only, and fencing.table_stats shows NULL
+# for them (their counts are not kept).
+$node->safe_psql('other', 'GRANT USAGE ON SCHEMA fencing TO stats_reader');
+my $tmp = $node->background_psql('other', on_error_stop => 0, extra_params => [ '-U', 'stats_reader' ]);
+$tmp->query_safe(join("\n", map { qq{
+  CREATE TEMP TABLE tt$_ (id int PRIMARY KEY, fence_token bigint);
+  INSERT INTO tt$_ VALUES (1, 100);
+  SELECT fencing.protect('tt$_', tombstones => false);} } 1 .. 4));
+for my $t (1 .. 4)
+{
+	my (undef, $terr) = q_err($tmp, "UPDATE tt$t SET fence_token = 5");
+	like($terr, qr/23T01/, "a stale write to temporary table tt$t");
+}
+is($tmp->query_safe('SELECT stale_rejections FROM fencing.stats'), '4', 'the database counts them');
+is($tmp->query_safe(q{SELECT count(*), count(stale_rejections), count(stats_reset) FROM fencing.table_stats
+  WHERE tbl::text LIKE 'tt%'}), '4|0|0', 'fencing.table_stats shows NULL for the temporary tables');
+is($tmp->query_safe('SELECT table_stats_missed FROM fencing.stats'), '0',
+	'they are not writes that went uncounted for want of an entry');
+psql_sqlstate($node, 'postgres', 'UPDATE p_err SET fence_token = 5 WHERE id = 2');
+is($node->safe_psql('postgres', "SELECT stale_rejections FROM fencing.table_stats WHERE tbl = 'p_err'::regclass"), '1',
+	'they took no entry: a table of another database still gets one (fencing.stats_max_tables = 4)');
+finish($tmp);
+$node->safe_psql('postgres', 'SELECT fencing.reset_stats()');
+
 # ---- the bound on tables, and dropped tables ---------------------------------------
 
 # fencing.stats_max_tables = 4: p_part_1 and p_part_2 count as two.
 $node->safe_psql('postgres', q{
   CREATE TABLE p_x (id int PRIMARY KEY, fence_token bigint); INSERT INTO p_x VALUES (1, 100); SELECT fencing.protect('p_x');
   CREATE TABLE p_y (id int PRIMARY KEY, fence_token bigint); INSERT INTO p_y VALUES (1, 100); SELECT fencing.protect('p_y');
+  CREATE TABLE p_z (id int PRIMARY KEY, fence_token bigint); INSERT INTO p_z VALUES (1, 100); SELECT fencing.protect('p_z');
 });
+my $db_reset = stats()->{stats_reset};
 for my $t (qw(p_err p_part p_x p_y))
 {
 	my $id = $t eq 'p_part' ? 101 : 1;
 	psql_sqlstate($node, 'postgres', "UPDATE $t SET fence_token = 5 WHERE id = $id");
 }
+is($node->safe_psql('postgres', q{SELECT string_agg(tbl || '=' || coalesce(stale_rejections::text, 'null'), ',' ORDER BY tbl::text)
+  FROM fencing.table_stats}), 'p_err=1,p_part=1,p_skip=0,p_x=1,p_y=1,p_z=0',
+	'four entries taken; tables without a stale write show 0 while every write was counted');
+is($node->safe_psql('postgres', 'SELECT table_stats_missed FROM fencing.stats'), '0', 'none went uncounted yet');
 psql_sqlstate($node, 'postgres', 'UPDATE p_part SET fence_token = 5 WHERE id = 1');
-is(stats()->{stale_rejections}, '5', 'the database counts every rejection');
-is($node->safe_psql('postgres',
-		'SELECT count(*) FILTER (WHERE stale_rejections > 0), sum(stale_rejections) FROM fencing.table_stats'),
-	'4|4', 'only four tables are kept: the fifth table\'s (p_part_1) rejection counts in the database only');
+psql_sqlstate($node, 'postgres', 'UPDATE p_z SET fence_token = 5 WHERE id = 1');
+is($node->safe_psql('postgres', 'SELECT stale_rejections, table_stats_missed FROM fencing.stats'), '6|2',
+	'the database counts every rejection, and the two its tables\' entries could not');
+is($node->safe_psql('postgres', "SELECT coalesce(stale_rejections::text, 'null') FROM fencing.table_stats WHERE tbl = 'p_z'::regclass"),
+	'null', 'a table rejected without an entry shows NULL, not 0');
+is($node->safe_psql('postgres', q{SELECT string_agg(tbl || '=' || coalesce(stale_rejections::text, 'null'), ',' ORDER BY tbl::text)
+  FROM fencing.table_stats}), 'p_err=1,p_part=null,p_skip=null,p_x=1,p_y=1,p_z=null',
+	'so does every table without an entry (which may have missed one too), and a partitioned table with such a partition (p_part_1)');
+is($node->safe_psql('postgres', "SELECT count(*) FROM fencing.table_stats WHERE stats_reset IS DISTINCT FROM '$db_reset'"), '3',
+	'those show no stats_reset either; the counted tables count since the database\'s');
 $node->safe_psql('postgres', 'DROP TABLE p_err');
 sleep 1.1;    # pruning runs at most once a second
 psql_sqlstate($node, 'postgres', 'UPDATE p_part SET fence_token = 5 WHERE id = 1');
-is($node->safe_psql('postgres', "SELECT stale_rejections FROM fencing.table_stats WHERE tbl = 'p_part'::regclass"), '2',
-	'a dropped table\'s place goes to the next table with a rejection');
+is($node->safe_psql('postgres', "SELECT stale_rejections, stats_reset > '$db_reset' FROM fencing.table_stats WHERE tbl = 'p_part'::regclass"),
+	'2|t', 'a dropped table\'s entry goes to the next table with a rejection, which counts from then on (its stats_reset)');
+is($node->safe_psql('postgres', "SELECT coalesce(stale_rejections::text, 'null') FROM fencing.table_stats WHERE tbl = 'p_z'::regclass"),
+	'null', 'a table still without an entry stays NULL');
+$node->safe_psql('postgres', 'SELECT fencing.reset_stats()');
+is($node->safe_psql('postgres', q{SELECT string_agg(tbl || '=' || coalesce(stale_rejections::text, 'null'), ',' ORDER BY tbl::text)
+  FROM fencing.table_stats}), 'p_part=0,p_skip=0,p_x=0,p_y=0,p_z=0', 'reset_stats: every table counts again from 0');
 
 # ---- a crash starts over -----------------------------------------------------------
 
@@ -287,7 +334,7 @@ $s = stats();
 is($s->{collecting}, 'f', 'not preloaded: collecting is false');
 like($s->{note}, qr/shared_preload_libraries/, 'and the note says why');
 is(join(',', map { $s->{$_} } @counters, 'stats_reset'), ',,,,,,,,,', 'the counters are NULL, not 0');
-is($node->safe_psql('postgres', "SELECT count(*), count(stale_rejections) FROM fencing.table_stats"), '4|0',
+is($node->safe_psql('postgres', "SELECT count(*), count(stale_rejections) FROM fencing.table_stats"), '5|0',
 	'fencing.table_stats lists the protected tables with NULL counters');
 my ($rc, $out, $werr) = $node->psql('postgres', 'SELECT fencing.reset_stats()');
 is($rc, 0, 'reset_stats does not fail');
