@@ -82,6 +82,12 @@ SELECT pg_temp.sqlstate_of($$INSERT INTO fencing.notify_settings VALUES ('t30:sq
                               WHERE resource = 't30:sql:1'$$) AS rename_within_bound;
 SELECT count(*) AS settings, count(resource) AS by_name FROM fencing.notify_settings;
 DELETE FROM fencing.notify_settings;
+-- And the rule of resource names: 1 to 1024 bytes (23514 for rows by SQL).
+SELECT pg_temp.sqlstate_of($$INSERT INTO fencing.notify_settings VALUES ('')$$) AS empty_name,
+       pg_temp.sqlstate_of($$INSERT INTO fencing.notify_settings VALUES (repeat('x', 1025))$$) AS name_too_long,
+       pg_temp.sqlstate_of($$INSERT INTO fencing.notify_settings VALUES (repeat('é', 512))$$) AS name_of_1024_bytes;
+SELECT count(*) AS settings FROM fencing.notify_settings;
+DELETE FROM fencing.notify_settings;
 
 -- ---- stats, table_stats, reset_stats ------------------------------------------
 SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute

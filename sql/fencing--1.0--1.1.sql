@@ -146,6 +146,10 @@ $$;
 -------------------------------------------------------------------------------
 CREATE TABLE fencing.notify_settings (
     resource text COLLATE "C"    -- NULL: every resource of the database
+        -- the rule of every resource name (src/core/resource_key.hpp), for
+        -- rows written by SQL (set_notify checks its argument so)
+        CONSTRAINT notify_settings_resource_name
+        CHECK (resource IS NULL OR pg_catalog.octet_length(resource) BETWEEN 1 AND 1024)
 );
 -- Written by set_notify only (which keeps names unique and one NULL at most,
 -- under a self-conflicting lock), and loaded by a restore.
@@ -179,36 +183,55 @@ CREATE TRIGGER notify_settings_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNC
 -- database, not transactional, and start from zero at server start, after a
 -- crash, and at fencing.reset_stats().
 -------------------------------------------------------------------------------
+-- Statistics never show a false 0 for a table. The per-table entries
+-- (fencing.stats_max_tables, for all databases together) can run out: a
+-- stale write of a table without one counts for its database only, and in
+-- fencing.stats.table_stats_missed. While that is not 0 (until
+-- fencing.reset_stats()), a table without an entry may have missed writes,
+-- and fencing.table_stats shows NULL for it; so does a partitioned table
+-- with such a partition. An entry taken after a miss counts from the moment
+-- it was taken: that row's stats_reset. Temporary tables take no entry (any
+-- role may make many, in any database): NULL, always.
 CREATE FUNCTION fencing.stats_data(
     OUT grants bigint, OUT waits bigint, OUT total_wait_time double precision, OUT max_wait_time double precision,
     OUT wait_timeouts bigint, OUT lease_expiries bigint, OUT lost bigint, OUT stale_rejections bigint,
-    OUT stale_skips bigint, OUT forgets bigint, OUT notifications_dropped bigint, OUT stats_reset timestamptz,
-    OUT collecting boolean, OUT note text)
+    OUT stale_skips bigint, OUT forgets bigint, OUT notifications_dropped bigint, OUT table_stats_missed bigint,
+    OUT stats_reset timestamptz, OUT collecting boolean, OUT note text)
     RETURNS record AS 'MODULE_PATHNAME', 'fencing_stats_data' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
-CREATE FUNCTION fencing.table_stats_data(OUT relid oid, OUT stale_rejections bigint, OUT stale_skips bigint)
+CREATE FUNCTION fencing.table_stats_data(OUT relid oid, OUT stale_rejections bigint, OUT stale_skips bigint,
+                                         OUT since timestamptz)
     RETURNS SETOF record AS 'MODULE_PATHNAME', 'fencing_table_stats_data' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
 CREATE VIEW fencing.stats AS
 SELECT s.grants, s.waits, s.total_wait_time, s.max_wait_time, s.wait_timeouts, s.lease_expiries, s.lost,
-       s.stale_rejections, s.stale_skips, s.forgets, s.notifications_dropped, s.stats_reset, s.collecting, s.note
+       s.stale_rejections, s.stale_skips, s.forgets, s.notifications_dropped, s.table_stats_missed, s.stats_reset,
+       s.collecting, s.note
   FROM fencing.stats_data() s;
 GRANT SELECT ON fencing.stats TO PUBLIC;
 
 -- One row per protected table; a partitioned table's row sums its partitions.
+-- A relation is counted when it is a partitioned table (it holds no rows),
+-- has an entry, or (not temporary) had no stale write go uncounted in its
+-- database; the row's counts are complete since the latest of their starts.
 CREATE VIEW fencing.table_stats AS
 SELECT p.tbl,
-       (CASE WHEN st.collecting THEN COALESCE(pg_catalog.sum(d.stale_rejections), 0) END)::bigint
-           AS stale_rejections,
-       (CASE WHEN st.collecting THEN COALESCE(pg_catalog.sum(d.stale_skips), 0) END)::bigint
-           AS stale_skips,
-       st.stats_reset
+       (CASE WHEN st.collecting AND pg_catalog.bool_and(k.counted)
+             THEN COALESCE(pg_catalog.sum(d.stale_rejections), 0) END)::bigint AS stale_rejections,
+       (CASE WHEN st.collecting AND pg_catalog.bool_and(k.counted)
+             THEN COALESCE(pg_catalog.sum(d.stale_skips), 0) END)::bigint AS stale_skips,
+       CASE WHEN st.collecting AND pg_catalog.bool_and(k.counted) THEN pg_catalog.max(k.since) END AS stats_reset
   FROM fencing.protected p
  CROSS JOIN fencing.stats_data() st
   -- the table itself, and its partitions (pg_partition_tree has no row for a plain table)
   CROSS JOIN LATERAL (SELECT p.tbl::pg_catalog.oid AS relid
                       UNION SELECT t.relid::pg_catalog.oid FROM pg_catalog.pg_partition_tree(p.tbl) t) tree
   LEFT JOIN fencing.table_stats_data() d ON d.relid = tree.relid
- GROUP BY p.tbl, st.collecting, st.stats_reset;
+  LEFT JOIN pg_catalog.pg_class c ON c.oid = tree.relid
+ CROSS JOIN LATERAL (SELECT CASE WHEN c.relpersistence = 't' THEN false
+                                 WHEN c.relkind = 'p' OR d.relid IS NOT NULL THEN true
+                                 ELSE st.table_stats_missed = 0 END AS counted,
+                            COALESCE(d.since, st.stats_reset) AS since) k
+ GROUP BY p.tbl, st.collecting;
 GRANT SELECT ON fencing.table_stats TO PUBLIC;
 
 -- Resets this database's counters. Not for PUBLIC.
@@ -315,61 +338,3 @@ SELECT t.tgrelid::regclass AS tbl,
    AND a[4] IN ('true', 't', 'on', 'false', 'f', 'off')
    AND a[5] IN ('true', 't', 'on', 'false', 'f', 'off');
 REVOKE ALL ON FUNCTION fencing.trigger_args(bytea) FROM PUBLIC;
-
--------------------------------------------------------------------------------
--- Statistics never show a false 0 for a table. The per-table entries
--- (fencing.stats_max_tables, for all databases together) can run out: a
--- stale write of a table without one counts for its database only, and in
--- fencing.stats.table_stats_missed. While that is not 0 (until
--- fencing.reset_stats()), a table without an entry may have missed writes,
--- and fencing.table_stats shows NULL for it; so does a partitioned table
--- with such a partition. An entry taken after a miss counts from the moment
--- it was taken: that row's stats_reset. Temporary tables take no entry (any
--- role may make many, in any database): NULL, always.
--------------------------------------------------------------------------------
-DROP VIEW fencing.table_stats;
-DROP VIEW fencing.stats;
-DROP FUNCTION fencing.table_stats_data();
-DROP FUNCTION fencing.stats_data();
-
-CREATE FUNCTION fencing.stats_data(
-    OUT grants bigint, OUT waits bigint, OUT total_wait_time double precision, OUT max_wait_time double precision,
-    OUT wait_timeouts bigint, OUT lease_expiries bigint, OUT lost bigint, OUT stale_rejections bigint,
-    OUT stale_skips bigint, OUT forgets bigint, OUT notifications_dropped bigint, OUT table_stats_missed bigint,
-    OUT stats_reset timestamptz, OUT collecting boolean, OUT note text)
-    RETURNS record AS 'MODULE_PATHNAME', 'fencing_stats_data' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
-CREATE FUNCTION fencing.table_stats_data(OUT relid oid, OUT stale_rejections bigint, OUT stale_skips bigint,
-                                         OUT since timestamptz)
-    RETURNS SETOF record AS 'MODULE_PATHNAME', 'fencing_table_stats_data' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
-
-CREATE VIEW fencing.stats AS
-SELECT s.grants, s.waits, s.total_wait_time, s.max_wait_time, s.wait_timeouts, s.lease_expiries, s.lost,
-       s.stale_rejections, s.stale_skips, s.forgets, s.notifications_dropped, s.table_stats_missed, s.stats_reset,
-       s.collecting, s.note
-  FROM fencing.stats_data() s;
-GRANT SELECT ON fencing.stats TO PUBLIC;
-
--- One row per protected table; a partitioned table's row sums its partitions.
--- A relation is counted when it is a partitioned table (it holds no rows),
--- has an entry, or (not temporary) had no stale write go uncounted in its
--- database; the row's counts are complete since the latest of their starts.
-CREATE VIEW fencing.table_stats AS
-SELECT p.tbl,
-       (CASE WHEN st.collecting AND pg_catalog.bool_and(k.counted)
-             THEN COALESCE(pg_catalog.sum(d.stale_rejections), 0) END)::bigint AS stale_rejections,
-       (CASE WHEN st.collecting AND pg_catalog.bool_and(k.counted)
-             THEN COALESCE(pg_catalog.sum(d.stale_skips), 0) END)::bigint AS stale_skips,
-       CASE WHEN st.collecting AND pg_catalog.bool_and(k.counted) THEN pg_catalog.max(k.since) END AS stats_reset
-  FROM fencing.protected p
- CROSS JOIN fencing.stats_data() st
-  -- the table itself, and its partitions (pg_partition_tree has no row for a plain table)
-  CROSS JOIN LATERAL (SELECT p.tbl::pg_catalog.oid AS relid
-                      UNION SELECT t.relid::pg_catalog.oid FROM pg_catalog.pg_partition_tree(p.tbl) t) tree
-  LEFT JOIN fencing.table_stats_data() d ON d.relid = tree.relid
-  LEFT JOIN pg_catalog.pg_class c ON c.oid = tree.relid
- CROSS JOIN LATERAL (SELECT CASE WHEN c.relpersistence = 't' THEN false
-                                 WHEN c.relkind = 'p' OR d.relid IS NOT NULL THEN true
-                                 ELSE st.table_stats_missed = 0 END AS counted,
-                            COALESCE(d.since, st.stats_reset) AS since) k
- GROUP BY p.tbl, st.collecting;
-GRANT SELECT ON fencing.table_stats TO PUBLIC;
