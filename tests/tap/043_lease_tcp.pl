@@ -1,6 +1,6 @@
 # Leases over TCP, while the backend sends a large result:
 #   - a client that reads a SELECT result steadily but slowly (psql stopped,
-#     then let run for 2 ms, every 250 ms, so that its backend waits for it
+#     then let run for 20 ms, every 250 ms, so that its backend waits for it
 #     at nearly every sample) keeps its lock for 3.5x the lease: the socket's
 #     byte counters show it reading between the samples (a COPY would show
 #     its progress through pg_stat_progress_copy, a SELECT has nothing else);
@@ -116,7 +116,10 @@ while (time < $until)
 	$listener_gone //= time if !alive($listener_pid);
 	pause 0.125;
 	kill 'CONT', $steady_psql;
-	pause 0.002;
+	# Long enough for psql to be scheduled and read on a loaded machine (with
+	# 2 ms it sometimes never ran within the 1 s lease while other clusters
+	# ran beside this one), short against the 250 ms it is stopped.
+	pause 0.02;
 }
 note "steady: ClientWrite in $client_write of $samples samples";
 cmp_ok($samples, '<=', 15, 'the loop ran at its pace (about 14 samples in 3.5 s): its pauses were not cut short');
