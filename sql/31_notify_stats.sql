@@ -88,6 +88,25 @@ SELECT pg_temp.sqlstate_of($$INSERT INTO fencing.notify_settings VALUES ('')$$) 
        pg_temp.sqlstate_of($$INSERT INTO fencing.notify_settings VALUES (repeat('é', 512))$$) AS name_of_1024_bytes;
 SELECT count(*) AS settings FROM fencing.notify_settings;
 DELETE FROM fencing.notify_settings;
+-- The table is a set, as set_notify keeps it: a name twice, or a second
+-- database-wide row, is refused (23505), so that the table stays bounded and
+-- the bound counts names (900 names, one written twice, are not 901).
+INSERT INTO fencing.notify_settings SELECT 't30:set:' || g FROM generate_series(1, 900) g;
+SELECT pg_temp.sqlstate_of($$INSERT INTO fencing.notify_settings VALUES ('t30:set:1')$$) AS name_twice,
+       pg_temp.sqlstate_of($$INSERT INTO fencing.notify_settings SELECT 't30:dup' FROM generate_series(1, 2)$$)
+           AS name_twice_in_one_statement,
+       pg_temp.sqlstate_of($$INSERT INTO fencing.notify_settings SELECT NULL FROM generate_series(1, 1000)$$)
+           AS whole_database_rows,
+       pg_temp.sqlstate_of($$INSERT INTO fencing.notify_settings VALUES (NULL)$$) AS one_whole_database_row,
+       pg_temp.sqlstate_of($$INSERT INTO fencing.notify_settings VALUES (NULL)$$) AS another_whole_database_row,
+       pg_temp.sqlstate_of($$UPDATE fencing.notify_settings SET resource = 't30:set:2' WHERE resource = 't30:set:3'$$)
+           AS rename_onto_another,
+       pg_temp.sqlstate_of($$INSERT INTO fencing.notify_settings SELECT 't30:set:more:' || g FROM generate_series(1, 100) g$$)
+           AS up_to_the_bound,
+       pg_temp.sqlstate_of($$SELECT fencing.set_notify('t30:set:1')$$) AS set_notify_of_a_named_one;
+SELECT count(*) AS settings, count(resource) AS by_name, count(DISTINCT resource) AS distinct_names
+  FROM fencing.notify_settings;
+DELETE FROM fencing.notify_settings;
 
 -- ---- stats, table_stats, reset_stats ------------------------------------------
 SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute

@@ -431,11 +431,26 @@ FENCING_FUNCTION(fencing_set_notify) {
     });
 }
 
+namespace {
+
+int compare_texts(const void* a, const void* b) {
+    const text* x = *static_cast<text* const*>(a);
+    const text* y = *static_cast<text* const*>(b);
+    const Size lx = VARSIZE_ANY_EXHDR(x), ly = VARSIZE_ANY_EXHDR(y);
+    const int c = memcmp(VARDATA_ANY(x), VARDATA_ANY(y), Min(lx, ly));
+    if (c != 0) return c;
+    return lx < ly ? -1 : lx > ly ? 1 : 0;
+}
+
+}  // namespace
+
 // The statement trigger of fencing.notify_settings: rows written by SQL (a
 // restore's COPY, the database owner's or a superuser's INSERT) reach every
 // session's settings at its next transaction, as set_notify's do; and they
-// keep set_notify's bound: a statement that leaves more than kMaxResources
-// resources by name fails (54000), whole. The rows are counted under a
+// keep set_notify's rules: each name once and one database-wide row at most
+// (23505: the table is a set, as set_notify keeps it, so that its size is
+// bounded and the bound counts names), and a statement that leaves more
+// than kMaxResources resources by name fails (54000), whole. The rows are counted under a
 // self-conflicting lock that does not conflict with writers (SHARE UPDATE
 // EXCLUSIVE: concurrent writing statements count in turn, each seeing the
 // rows of those that committed before it) and that waits for set_notify
@@ -452,16 +467,51 @@ FENCING_FUNCTION(fencing_notify_settings_changed) {
             CommandCounterIncrement();
             notify::check_layout(td->tg_relation);
             int named = 0;
+            int whole = 0;
+            int cap = 64;
+            auto* names = static_cast<text**>(palloc(sizeof(text*) * cap));
             Snapshot snap = RegisterSnapshot(GetLatestSnapshot());
             SysScanDesc scan = systable_beginscan(td->tg_relation, InvalidOid, false, snap, 0, nullptr);
             HeapTuple tup;
             while (HeapTupleIsValid(tup = systable_getnext(scan))) {
                 bool isnull = false;
-                (void)heap_getattr(tup, 1, RelationGetDescr(td->tg_relation), &isnull);
-                if (!isnull) ++named;
+                const Datum v = heap_getattr(tup, 1, RelationGetDescr(td->tg_relation), &isnull);
+                if (isnull) {
+                    ++whole;
+                    continue;
+                }
+                // Past the bound the statement fails anyway: stop collecting.
+                if (named > notify::kMaxResources) {
+                    ++named;
+                    continue;
+                }
+                if (named == cap) {
+                    cap *= 2;
+                    names = static_cast<text**>(repalloc(names, sizeof(text*) * cap));
+                }
+                names[named++] = DatumGetTextPCopy(v);
             }
             systable_endscan(scan);
             UnregisterSnapshot(snap);
+            if (whole > 1)
+                ereport(ERROR, (errcode(ERRCODE_UNIQUE_VIOLATION),
+                                errmsg("fencing.notify_settings would have %d rows for the whole database", whole),
+                                errdetail("The row with a NULL resource enables the notifications of every resource "
+                                          "of the database; there is one at most."),
+                                errhint("Enable them with fencing.set_notify(NULL), which keeps one row.")));
+            const int collected = Min(named, notify::kMaxResources + 1);
+            if (collected > 1) {
+                qsort(names, static_cast<size_t>(collected), sizeof(text*), compare_texts);
+                for (int i = 1; i < collected; ++i)
+                    if (compare_texts(&names[i - 1], &names[i]) == 0)
+                        ereport(ERROR, (errcode(ERRCODE_UNIQUE_VIOLATION),
+                                        errmsg("fencing.notify_settings would name resource \"%s\" twice",
+                                               text_to_cstring(names[i])),
+                                        errdetail("The table is the set of resources whose notifications are "
+                                                  "enabled; each is named once."),
+                                        errhint("Enable a resource with fencing.set_notify(resource), which "
+                                                "writes it once.")));
+            }
             if (named > notify::kMaxResources)
                 ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
                                 errmsg("fencing.notify_settings would enable notifications for %d resources", named),
