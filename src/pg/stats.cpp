@@ -2,20 +2,25 @@
 // fencing.reset_stats.
 //
 // One array of entries, allocated when the library is preloaded: an entry per
-// database that used fencing since the server started (at most
-// kMaxDatabases), and an entry per table with a stale write (at most
-// fencing.stats_max_tables, in all databases; temporary tables take none).
-// Counters are atomics, written without a lock; the LWLock only guards which
-// entry belongs to whom. A backend keeps a pointer to its database's entry
-// (database entries are never given away) and a small cache of table
-// entries, checked against a generation that moves whenever a table entry is
-// given away (reset_stats, the pruning of dropped tables). When the table
+// database that used fencing (at most kMaxDatabases at a time), and an entry
+// per table with a stale write (at most fencing.stats_max_tables, in all
+// databases; temporary tables take none). Counters are atomics, written
+// without a lock; the LWLock only guards which entry belongs to whom. A
+// backend keeps a pointer to its database's entry (given away only once the
+// database is dropped, when no backend is connected to it) and a small cache
+// of table entries, checked against a generation that moves whenever a table
+// entry is given away (reset_stats, the pruning of dropped tables and
+// databases). When the table
 // entries are used up, a table's stale writes count for its database only,
 // and in its kTableStatsMissed: from then on (until reset_stats) the
 // database's tables without an entry may have missed some, and
 // fencing.table_stats shows NULL for them rather than a 0 that may be false.
 // Entries of tables that no longer exist are given away, at most once a
-// second, to the next table that needs one; an entry's reset_at says since
+// second, to the next table that needs one; only when they are gone for good
+// (a DROP or CREATE not committed yet keeps the entry: giving it away would
+// lose counts nothing else records, and the table would show a false 0).
+// Entries of dropped databases go when a table or a database needs one and
+// none is free. An entry's reset_at says since
 // when its counts are complete (its database's reset while nothing was
 // missed, else the moment it was taken).
 #include "pg/stats.hpp"
@@ -39,7 +44,7 @@ constexpr const char* kTranche = "fencing";
 constexpr const char* kNotPreloaded =
     "fencing is not in shared_preload_libraries: statistics are not collected (add it there and restart the server)";
 constexpr const char* kTooManyDatabases =
-    "statistics are kept for at most 256 databases since the server started; this database has none";
+    "statistics are kept for at most 256 databases at a time, and existing databases hold them all; this database has none";
 
 struct Entry {
     Oid db;   // InvalidOid: free
@@ -64,7 +69,8 @@ Entry* entries = nullptr;
 shmem_startup_hook_type previous_startup_hook = nullptr;
 
 Entry* my_db = nullptr;
-bool my_db_unavailable = false;
+bool my_db_unavailable = false;  // none, and none of a dropped database to take
+bool my_db_unchecked = false;    // none, and the dropped databases not looked up yet
 
 struct TableSlot {
     Oid rel;
@@ -141,31 +147,104 @@ void release_locked(Entry* e) {
     --shared->tables;
 }
 
-Entry* database_entry() {
+// This database's entry, taken if there is room. may_look_up: the caller
+// may read the catalog (a trigger, an SQL function; not a PG_CATCH block or
+// the session's exit), so that, when all are taken, the entries of dropped
+// databases are given away first. Without that look-up a miss is not
+// remembered: the next caller that may look up tries again.
+bool release_dropped_databases();
+
+Entry* database_entry(bool may_look_up) {
     if (my_db != nullptr || my_db_unavailable || !detail::attached || !OidIsValid(MyDatabaseId)) return my_db;
+    if (my_db_unchecked && !may_look_up) return nullptr;
     LWLockAcquire(shared->lock, LW_SHARED);
     Entry* e = find_locked(MyDatabaseId, InvalidOid);
     LWLockRelease(shared->lock);
-    if (e == nullptr) {
+    for (int attempt = 0; attempt < 2 && e == nullptr; ++attempt) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
         e = find_locked(MyDatabaseId, InvalidOid);
-        if (e == nullptr && shared->databases < kMaxDatabases) e = claim_locked(MyDatabaseId, InvalidOid, shared->started);
+        const bool full = shared->databases >= kMaxDatabases;
+        if (e == nullptr && !full) e = claim_locked(MyDatabaseId, InvalidOid, shared->started);
         LWLockRelease(shared->lock);
+        if (e != nullptr || !may_look_up || !full || attempt > 0 || !release_dropped_databases()) break;
     }
     my_db = e;
-    my_db_unavailable = e == nullptr;
+    my_db_unavailable = e == nullptr && may_look_up;
+    my_db_unchecked = e == nullptr && !may_look_up;
     return e;
 }
 
-// Gives away the entries of this database's tables that no longer exist, at
-// most once a second (cluster-wide). The relations are looked up without the
-// lock held.
+// Whether relation rel of this database is gone for good: not in the
+// catalog, and not locked by a transaction that may still bring it back.
+// This transaction's own DROP (not committed yet) holds a lock on it;
+// another's CREATE, not committed yet (invisible to the catalog look-up),
+// holds its AccessExclusiveLock until it ends, as does a DROP. Looked up
+// again after the lock is taken, which accepts the invalidations of what
+// committed meanwhile.
+bool relation_gone(Oid rel) {
+    if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rel))) return false;
+    LOCKTAG tag;
+    SET_LOCKTAG_RELATION(tag, MyDatabaseId, rel);
+    for (LOCKMODE m = AccessShareLock; m <= AccessExclusiveLock; ++m)
+        if (compat::lock_held_by_me(&tag, m)) return false;
+    if (!ConditionalLockRelationOid(rel, AccessShareLock)) return false;
+    const bool exists = SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rel));
+    UnlockRelationOid(rel, AccessShareLock);
+    return !exists;
+}
+
+// Gives away every entry (its own and its tables') of the databases that no
+// longer exist (pg_database is shared: any database can tell). A database's
+// entries are only taken by sessions connected to it, and none can be
+// connected to a dropped database. Returns whether any was given away.
+bool release_dropped_databases() {
+    Oid* dbs = static_cast<Oid*>(palloc(sizeof(Oid) * (shared->capacity + 1)));
+    int n = 0;
+    LWLockAcquire(shared->lock, LW_SHARED);
+    for (int i = 0; i < shared->capacity; ++i) {
+        const Oid db = entries[i].db;
+        if (db == InvalidOid || db == MyDatabaseId) continue;
+        bool seen = false;
+        for (int j = 0; j < n && !seen; ++j) seen = dbs[j] == db;
+        if (!seen) dbs[n++] = db;
+    }
+    LWLockRelease(shared->lock);
+    int gone = 0;
+    for (int i = 0; i < n; ++i)
+        if (!SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dbs[i]))) dbs[gone++] = dbs[i];
+    if (gone > 0) {
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        for (int i = 0; i < shared->capacity; ++i) {
+            Entry* e = &entries[i];
+            if (e->db == InvalidOid) continue;
+            for (int j = 0; j < gone; ++j) {
+                if (e->db != dbs[j]) continue;
+                if (e->rel == InvalidOid) {
+                    e->db = InvalidOid;
+                    --shared->databases;
+                } else {
+                    release_locked(e);
+                }
+                break;
+            }
+        }
+        pg_atomic_fetch_add_u32(&shared->generation, 1);
+        LWLockRelease(shared->lock);
+    }
+    pfree(dbs);
+    return gone > 0;
+}
+
+// Gives away the entries of this database's tables that are gone for good
+// (relation_gone), and those of dropped databases, at most once a second
+// (cluster-wide). The relations are looked up without the LWLock held.
 void prune_dropped_tables() {
     const TimestampTz now = GetCurrentTimestamp();
     const std::uint64_t last = pg_atomic_read_u64(&shared->last_prune);
     if (now - static_cast<TimestampTz>(last) < USECS_PER_SEC) return;
     std::uint64_t expected = last;
     if (!pg_atomic_compare_exchange_u64(&shared->last_prune, &expected, static_cast<std::uint64_t>(now))) return;
+    release_dropped_databases();
     Oid* rels = static_cast<Oid*>(palloc(sizeof(Oid) * (max_tables + 1)));
     int n = 0;
     LWLockAcquire(shared->lock, LW_SHARED);
@@ -174,7 +253,7 @@ void prune_dropped_tables() {
     LWLockRelease(shared->lock);
     int gone = 0;
     for (int i = 0; i < n; ++i)
-        if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rels[i]))) rels[gone++] = rels[i];
+        if (relation_gone(rels[i])) rels[gone++] = rels[i];
     if (gone > 0) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
         for (int i = 0; i < gone; ++i)
@@ -237,12 +316,12 @@ void init() {
 
 void add(Counter c, std::uint64_t n) noexcept {
     if (!detail::attached) return;
-    if (Entry* e = database_entry()) pg_atomic_fetch_add_u64(&e->c[c], n);
+    if (Entry* e = database_entry(false)) pg_atomic_fetch_add_u64(&e->c[c], n);
 }
 
 void raise_max(Counter c, std::uint64_t v) noexcept {
     if (!detail::attached) return;
-    Entry* e = database_entry();
+    Entry* e = database_entry(false);
     if (e == nullptr) return;
     std::uint64_t old = pg_atomic_read_u64(&e->c[c]);
     while (v > old && !pg_atomic_compare_exchange_u64(&e->c[c], &old, v)) {
@@ -252,7 +331,7 @@ void raise_max(Counter c, std::uint64_t v) noexcept {
 void add_table(Oid relid, bool temporary, Counter c) noexcept {
     if (!detail::attached) return;
     add(c);
-    Entry* db = database_entry();
+    Entry* db = database_entry(true);
     // A temporary table lives in one session, and any role may make many:
     // it takes no entry (fencing.table_stats shows NULL for it).
     if (db == nullptr || temporary) return;
@@ -290,7 +369,7 @@ FENCING_FUNCTION(fencing_stats_data) {
         Datum v[kCols];
         bool nulls[kCols];
         for (int i = 0; i < kCols; ++i) nulls[i] = true;
-        stats::Entry* e = stats::detail::attached ? stats::database_entry() : nullptr;
+        stats::Entry* e = stats::detail::attached ? stats::database_entry(true) : nullptr;
         if (e != nullptr) {
             using namespace stats;
             auto get = [&](Counter c) { return pg_atomic_read_u64(&e->c[c]); };
@@ -384,7 +463,7 @@ FENCING_FUNCTION(fencing_reset_stats) {
                               errdetail("%s.", stats::kNotPreloaded)));
             PG_RETURN_VOID();
         }
-        stats::Entry* e = stats::database_entry();
+        stats::Entry* e = stats::database_entry(true);
         if (e == nullptr) {
             ereport(WARNING, (errcode(ERRCODE_WARNING), errmsg("fencing statistics are not collected"),
                               errdetail("%s.", stats::kTooManyDatabases)));

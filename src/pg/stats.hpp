@@ -25,8 +25,9 @@ enum Counter : int {
     kCounters
 };
 
-// At most this many databases have counters (the first ones to use fencing
-// since the server started).
+// At most this many databases have counters at a time (the first ones to
+// use fencing; a dropped database's entry goes to the next one that needs
+// it).
 inline constexpr int kMaxDatabases = 256;
 
 // From _PG_init, before the "fencing." settings prefix is reserved: defines
