@@ -9,7 +9,7 @@
 #   make unit       only the pure C++ unit tests (no PostgreSQL needed)
 
 EXTENSION   = fencing
-EXTVERSION  = 1.1
+EXTVERSION  = 1.2
 MODULE_big  = fencing
 
 CORE_SRCS = $(wildcard src/core/*.cpp)

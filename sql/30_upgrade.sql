@@ -28,7 +28,7 @@ CREATE FUNCTION objects() RETURNS text LANGUAGE sql AS $$
          WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
            AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'fencing')) o
 $$;
-CREATE EXTENSION fencing;
+CREATE EXTENSION fencing VERSION '1.1';
 SELECT extversion FROM pg_extension WHERE extname = 'fencing';
 SELECT objects() AS fresh_objects \gset
 

@@ -29,7 +29,7 @@ sub sqlstate { return (psql_sqlstate($node, 'postgres', $_[0]))[0]; }
 sub session { return $node->background_psql('postgres', on_error_stop => 0); }
 
 is($node->safe_psql('postgres', q{SELECT string_agg(source || '>' || target, ',' ORDER BY source)
-  FROM pg_extension_update_paths('fencing') WHERE path IS NOT NULL}), '1.0>1.1', 'one update path: 1.0 to 1.1');
+  FROM pg_extension_update_paths('fencing') WHERE path IS NOT NULL AND target = '1.1'}), '1.0>1.1', 'one update path to 1.1: from 1.0');
 
 # ---- a 1.0 database under the 1.1 module ---------------------------------------------
 
@@ -40,7 +40,7 @@ $node->safe_psql('postgres', q{
 });
 is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'fencing'"), '1.0',
 	'the database is at 1.0');
-is($node->safe_psql('postgres', 'SELECT fencing.version()'), '1.1', 'the module is 1.1');
+is($node->safe_psql('postgres', 'SELECT fencing.version()'), '1.2', 'the module is 1.2');
 my $t0 = $node->safe_psql('postgres', "SELECT fencing.acquire('u:w'); SELECT fencing.release('u:w')");
 ($t0) = split /\n/, $t0;
 $node->safe_psql('postgres', "INSERT INTO acct VALUES (1, 100, $t0)");
@@ -114,7 +114,7 @@ $node->safe_psql('postgres', 'SELECT fencing.set_notify(NULL, false)');
 # ---- updated = created at 1.1 -------------------------------------------------------------
 
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
-$node->safe_psql('fresh', 'CREATE EXTENSION fencing');
+$node->safe_psql('fresh', 'CREATE EXTENSION fencing VERSION ''1.1''');
 my $objects = q{
   SELECT string_agg(pg_describe_object(d.classid, d.objid, 0) || ' ' || coalesce(
            (SELECT c.relacl::text FROM pg_class c WHERE d.classid = 'pg_class'::regclass AND c.oid = d.objid),
