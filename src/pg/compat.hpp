@@ -34,6 +34,7 @@
 
 extern "C" {
 #include "replication/walsender_private.h"
+#include "utils/backend_status.h"
 }
 
 namespace fencing::pg::compat {
@@ -178,24 +179,52 @@ inline XLogRecPtr sync_standbys_flushed() {
 // Shared memory and LWLocks of a preloaded library are requested from the
 // shmem_request_hook from 15 on (15 added it, and refuses requests made
 // elsewhere); before 15, from _PG_init itself. request_shared_memory(fn)
-// arranges for fn to make its requests at the right moment.
+// arranges for fn to make its requests at the right moment (each module of
+// the library calls it once).
 using ShmemRequest = void (*)();
-inline ShmemRequest pending_shmem_request = nullptr;
+inline ShmemRequest pending_shmem_requests[4] = {};
+inline int pending_shmem_request_count = 0;
 #if PG_VERSION_NUM >= 150000
 inline shmem_request_hook_type previous_shmem_request_hook = nullptr;
 inline void run_shmem_request() {
     if (previous_shmem_request_hook) previous_shmem_request_hook();
-    if (pending_shmem_request) pending_shmem_request();
+    for (int i = 0; i < pending_shmem_request_count; ++i) pending_shmem_requests[i]();
 }
 #endif
 inline void request_shared_memory(ShmemRequest fn) {
 #if PG_VERSION_NUM >= 150000
-    pending_shmem_request = fn;
-    previous_shmem_request_hook = shmem_request_hook;
-    shmem_request_hook = run_shmem_request;
+    if (pending_shmem_request_count == 0) {
+        previous_shmem_request_hook = shmem_request_hook;
+        shmem_request_hook = run_shmem_request;
+    }
+    pending_shmem_requests[pending_shmem_request_count++] = fn;
 #else
     fn();
 #endif
+}
+
+// This backend's index into ProcGlobal's PGPROC array (17 renamed it
+// MyProcNumber).
+inline int my_proc_number() {
+#if PG_VERSION_NUM >= 170000
+    return MyProcNumber;
+#else
+    return MyProc != nullptr ? MyProc->pgprocno : -1;
+#endif
+}
+
+// The backends' activity as pg_stat_activity reads it: a snapshot taken at
+// the first call after clear_backend_status(); entries 1 .. count (16
+// renamed the accessor).
+inline void clear_backend_status() { pgstat_clear_backend_activity_snapshot(); }
+inline int backend_status_count() { return pgstat_fetch_stat_numbackends(); }
+inline PgBackendStatus* backend_status_at(int i) {
+#if PG_VERSION_NUM >= 160000
+    LocalPgBackendStatus* l = pgstat_get_local_beentry_by_index(i);
+#else
+    LocalPgBackendStatus* l = pgstat_fetch_stat_local_beentry(i);
+#endif
+    return l != nullptr ? &l->backendStatus : nullptr;
 }
 
 }  // namespace fencing::pg::compat

@@ -9,6 +9,7 @@
 #include "pg/lock_tags.hpp"
 #include "pg/notify.hpp"
 #include "pg/session.hpp"
+#include "pg/supervisor.hpp"
 
 extern "C" {
 #include "storage/ipc.h"
@@ -34,19 +35,21 @@ std::uint64_t session_grants_held() {
 }
 
 // before_shmem_exit: runs before PostgreSQL's own (ShutdownPostgres), so the
-// session's locks are still held.
-// The grants with a lock-delay keep their locks first (a transaction-scoped
-// one is taken again at session level, before anything ends the session's
-// transaction); the lost grants are then announced, in a transaction of their
-// own; then the delays are waited out.
+// session's locks are still held. It only publishes: the grants with a
+// lock-delay go into the supervisor's delay table, the lost grants' events
+// into its queue, and the statistics are counted. It starts no transaction
+// and waits for nothing: the backend exits at once, and the supervisor does
+// the rest.
 void on_exit(int, Datum) {
-    const bool delaying = lock_delay_keep();
+    (void)lock_delay_publish();
     if (stats::collecting()) {
         if (lease_ending_ms() > 0) stats::add(stats::kLeaseExpiries);
         if (const std::uint64_t lost = session_grants_held(); lost > 0) stats::add(stats::kLost, lost);
     }
-    notify::session_ending();
-    if (delaying) lock_delay_wait();
+    if (const std::uint64_t dropped = notify::session_ending(); dropped > 0)
+        stats::add(stats::kNotificationsDropped, dropped);
+    const supervisor::LeasedHold none[1] = {};
+    supervisor::publish_leases(none, 0, false, 0);
 }
 
 }  // namespace
@@ -83,10 +86,6 @@ void grant_lost(const char* resource, int len, std::int64_t token) noexcept {
     notify::event(resource, len, core::LockEvent::lost, token);
 }
 
-void delay_ended(const char* resource, int len, std::int64_t token) noexcept {
-    notify::event(resource, len, core::LockEvent::delay_ended, token);
-}
-
 void stale_write(Oid relid, bool temporary, bool skipped) noexcept {
     stats::add_table(relid, temporary, skipped ? stats::kStaleSkips : stats::kStaleRejections);
 }
@@ -95,9 +94,7 @@ void forgotten(std::int64_t n) noexcept {
     if (n > 0) stats::add(stats::kForgets, static_cast<std::uint64_t>(n));
 }
 
-void leases_enforced() noexcept {
-    if (stats::collecting()) ensure_exit_callback();
-}
+void leases_enforced() noexcept { ensure_exit_callback(); }
 
 Wait wait_began() noexcept {
     if (!stats::collecting()) return Wait{0};
@@ -117,11 +114,3 @@ void wait_failed(const Wait& w) noexcept {
 
 }  // namespace fencing::pg::events
 
-namespace fencing::pg {
-
-// A lost grant's lock-delay began or is over (pg/lock_delay.cpp).
-void on_lost_grant_delay(std::uint64_t key, bool begins) {
-    if (!begins) notify::delay_ended(key);
-}
-
-}  // namespace fencing::pg

@@ -11,8 +11,6 @@
 //                   transaction, which the observers see themselves)
 //   grant_lost      a grant ended uncleanly, learned other than by its own
 //                   session ending (the observers see that themselves)
-//   delay_ended     a resource's lock-delay after a lost grant has passed
-//                   (on_lost_grant_delay, from the ended session's backend)
 //   stale_write     the trigger rejected (or skipped) a stale row write
 //   forgotten       fencing.forget removed resources' fence state
 //   counted_wait    wraps the wait for a busy resource's lock
@@ -32,14 +30,13 @@ namespace fencing::pg::events {
 void grant_started(std::uint64_t key, const char* resource, int len, std::int64_t token, bool session) noexcept;
 void grant_ended(std::uint64_t key, std::int64_t token) noexcept;
 void grant_lost(const char* resource, int len, std::int64_t token) noexcept;
-void delay_ended(const char* resource, int len, std::int64_t token) noexcept;
 void stale_write(Oid relid, bool temporary, bool skipped) noexcept;
 void forgotten(std::int64_t n) noexcept;
 void leases_enforced() noexcept;
 
 // Registers the session's exit callback (once): it counts lease expiries and
-// lost grants, keeps the locks of grants with a lock-delay, has the
-// notifications send "lost", then waits out the delays (pg/lock_delay.cpp).
+// lost grants, and hands the grants with a lock-delay and the "lost" events
+// to the supervisor (pg/supervisor.hpp).
 void ensure_exit_callback();
 
 // Waits are counted only with statistics on: then the caller first tries the

@@ -110,18 +110,16 @@ bool regrant_in_statement(const Resource& r, const LOCKTAG& rtag, bool session);
 // token is issued only after such transactions end).
 void refuse_if_validated_here(const Resource& r);
 
-// pg/lock_delay.cpp: keeps the locks of grants taken with a lock-delay after
-// their session ends, each for its delay (registered at the first such grant).
+// pg/lock_delay.cpp: grants taken with a lock-delay (armed at the first).
 void arm_lock_delay();
-// The session's exit (pg/events.cpp's callback, before PostgreSQL's own):
-// lock_delay_keep() keeps the locks of the grants with a delay that are still
-// held (true when there are any); lock_delay_wait() then releases everything
-// else of the session and waits until each kept lock's delay has passed.
-bool lock_delay_keep();
-void lock_delay_wait();
-
-// pg/lock_delay.cpp calls this for each lost grant whose lock-delay is over,
-// in the ended session's backend as it exits, outside any transaction.
-void on_lost_grant_delay(std::uint64_t key, bool begins);
+// The session's exit (pg/events.cpp's callback, before PostgreSQL releases
+// the locks): records the delayed grants still held in the supervisor's
+// delay table; returns how many. Never raises, never waits.
+std::size_t lock_delay_publish() noexcept;
+// After the lock manager granted the lock of `key` (shared: a shared hold):
+// true when no lost grant's lock-delay keeps it, or once the delay was waited
+// out within wait_ms (-1: no bound); false when try_only and a delay keeps
+// it, or the wait ran out first (nothing is released here).
+bool lock_delay_wait_out(std::uint64_t key, bool shared, bool try_only, std::int64_t wait_ms);
 
 }  // namespace fencing::pg

@@ -12,6 +12,7 @@
 #include "pg/lock_options.hpp"
 #include "pg/lock_tags.hpp"
 #include "pg/session.hpp"
+#include "pg/supervisor.hpp"
 
 using namespace fencing;
 using namespace fencing::pg;
@@ -145,9 +146,6 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
     Resource r = resource_arg(fcinfo, 0);
     std::int64_t wait_ms = try_only ? 0 : interval_ms_arg(fcinfo, 1, "wait", true);
     std::int64_t lease_ms = try_only ? -1 : interval_ms_arg(fcinfo, 2, "lease", false);
-    if (!compat::has_idle_session_timeout && lease_ms > 0)
-        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("fencing leases need PostgreSQL 14 or later"),
-                        errdetail("Lease expiry is reported with SQLSTATE 57P05, which PostgreSQL 13 lacks.")));
     if (lease_ms < 0) lease_ms = 0;
     const bool reentrant = bool_arg(fcinfo, try_only ? 1 : 3, "reentrant");
     // A standby answers every acquisition alike, before it takes any lock or
@@ -160,6 +158,9 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
                         errmsg("cannot acquire a fencing lock during recovery"),
                         errhint("Acquire fencing locks on the primary.")));
     const core::LockOptions opts = lock_options_arg(fcinfo, try_only);
+    // The supervisor enforces leases and keeps lock-delays.
+    if (lease_ms > 0) supervisor::require_for_leases();
+    if (opts.delay_ms > 0) supervisor::require("lock_delay");
     if (opts.permits > 0 || opts.shared) {
         const AcquireCall call{r, session, try_only, wait_ms, lease_ms, reentrant, opts};
         return opts.permits > 0 ? acquire_permit(call, out) : acquire_shared(call, out);
@@ -211,7 +212,15 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
                 left = wait_ms - (static_cast<std::int64_t>(secs) * 1000 + usecs / 1000);
                 if (left < 1) left = 1;
             }
-            if (drain_guard(r, left)) {
+            // A lost grant's lock-delay keeps the resource: wait it out,
+            // holding the lock (the waiters behind stay queued in order).
+            if (!lock_delay_wait_out(r.key, false, try_only, wait_ms == 0 ? 0 : left)) {
+                if (try_only) {
+                    guarded_busy = true;
+                } else {
+                    report_not_acquired(r, wait_ms);
+                }
+            } else if (drain_guard(r, left)) {
                 token = issue_token(r.key, r.data, r.len, static_cast<std::int32_t>(lease_ms));
                 fresh = true;
             } else if (try_only) {

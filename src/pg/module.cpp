@@ -5,6 +5,7 @@
 #include "pg/session.hpp"
 #include "pg/settings.hpp"
 #include "pg/stats.hpp"
+#include "pg/supervisor.hpp"
 
 static_assert(fencing::core::kPureCore, "the core must be built without PostgreSQL headers");
 
@@ -16,6 +17,7 @@ extern "C" PGDLLEXPORT void _PG_init(void);
 
 void _PG_init(void) {
     fencing::pg::stats::init();  // before define_settings() reserves the "fencing." prefix
+    fencing::pg::supervisor::init();
     fencing::pg::define_settings();
     fencing::pg::register_session_callbacks();
 }

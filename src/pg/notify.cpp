@@ -37,6 +37,7 @@
 #include "pg/key_secret.hpp"
 #include "pg/lock_tags.hpp"
 #include "pg/stats.hpp"
+#include "pg/supervisor.hpp"
 
 #include "core/announcements.hpp"
 
@@ -160,7 +161,7 @@ void ensure_xact_callbacks() {
 }
 
 // Queues the notification of an event in the current transaction, within the bounds.
-void queue(const char* resource, std::size_t len, core::LockEvent ev, std::int64_t token) {
+void queue_at(const char* resource, std::size_t len, core::LockEvent ev, std::int64_t token, std::int64_t unix_us) {
     ensure_xact_callbacks();
     if (budget.queue_check_due() && queue_usage() >= kQueueFullAt) budget.queue_full();
     if (!budget.admit()) {
@@ -168,9 +169,13 @@ void queue(const char* resource, std::size_t len, core::LockEvent ev, std::int64
         return;
     }
     char* payload = static_cast<char*>(palloc(core::kPayloadMax + 1));
-    core::event_payload(resource, len, ev, token, unix_now_us(), payload);
+    core::event_payload(resource, len, ev, token, unix_us, payload);
     Async_Notify(core::kNotifyChannel, payload);
     pfree(payload);
+}
+
+void queue(const char* resource, std::size_t len, core::LockEvent ev, std::int64_t token) {
+    queue_at(resource, len, ev, token, unix_now_us());
 }
 
 // Just before a commit: the transaction-scoped grants this session announced
@@ -265,82 +270,33 @@ void event(const char* resource, int len, core::LockEvent ev, std::int64_t token
     queue(resource, static_cast<std::size_t>(len), ev, token);
 }
 
-namespace {
-
-// The grants this ending session announced as lost (TopMemoryContext), for
-// their delay_ended.
-struct Lost {
-    std::uint64_t key;
-    const char* resource;
-    std::size_t len;
-    std::int64_t token;
-};
-Lost* lost = nullptr;
-std::size_t n_lost = 0;
-
-// Sends one event per entry of `list` whose `pick` is true, in a transaction
-// of its own, as PostgreSQL's own exit callbacks do. Its commit must not wait
-// for a synchronous standby (nothing would end the wait now, and the
-// session's locks would stay held meanwhile), and its notification must not
-// wait for long for the notification queue's lock, which PostgreSQL takes at
-// commit (LockSharedObject on pg_database) and which is taken here first,
-// without waiting, for at most a second.
-void send_on_exit(const Lost* list, std::size_t n, core::LockEvent ev, std::uint64_t only_key) {
-    synchronous_commit = SYNCHRONOUS_COMMIT_OFF;
-    AbortOutOfAnyTransaction();
-    StartTransactionCommand();
-    budget.xact_end();
-    LOCKTAG tag;
-    SET_LOCKTAG_OBJECT(tag, InvalidOid, DatabaseRelationId, InvalidOid, 0);
-    bool locked = false;
-    for (int attempt = 0; attempt < 100 && !locked; ++attempt) {
-        locked = LockAcquire(&tag, AccessExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
-        if (!locked) pg_usleep(10000L);
-    }
-    std::uint64_t sent = 0, wanted = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-        if (only_key != 0 && list[i].key != only_key) continue;
-        ++wanted;
-        if (locked) {
-            queue(list[i].resource, list[i].len, ev, list[i].token);
-            ++sent;
-        }
-    }
-    if (!locked) stats::add(stats::kNotificationsDropped, wanted);
-    CommitTransactionCommand();
-}
-
-}  // namespace
-
-void session_ending() {
+std::uint64_t session_ending() noexcept {
     const std::size_t cap = grants.size();
-    if (cap == 0) return;
-    MemoryContextSwitchTo(TopMemoryContext);
-    auto* ks = static_cast<std::uint64_t*>(palloc(sizeof(std::uint64_t) * cap));
-    const std::size_t n = grants.copy_keys(ks, cap);
-    lost = static_cast<Lost*>(palloc(sizeof(Lost) * (n + 1)));
-    n_lost = 0;
+    if (cap == 0) return 0;
+    std::uint64_t dropped = 0;
+    std::uint64_t ks[256];
+    // Only grants held at session scope: a transaction-scoped one ends with
+    // a transaction that never committed, so it was never announced.
+    const std::size_t n = grants.copy_keys(ks, 256);
     for (std::size_t i = 0; i < n; ++i) {
-        // Only grants held at session scope: a transaction-scoped one ends
-        // with a transaction that never committed, so it was never announced.
         if (!held_at_session_scope(ks[i])) continue;
         const core::Announcements::Grant* g = grants.find(ks[i]);
         if (g == nullptr) continue;
-        char* name = static_cast<char*>(palloc(g->resource.size() + 1));
-        memcpy(name, g->resource.data(), g->resource.size());
-        lost[n_lost++] = Lost{ks[i], name, g->resource.size(), g->token};
+        if (!supervisor::post_event(core::LockEvent::lost, g->resource.data(), g->resource.size(), g->token))
+            ++dropped;
     }
-    grants.clear();
-    if (n_lost == 0) return;
-    send_on_exit(lost, n_lost, core::LockEvent::lost, 0);
+    if (cap > n) dropped += cap - n;
+    return dropped;
 }
 
-void delay_ended(std::uint64_t key) {
-    for (std::size_t i = 0; i < n_lost; ++i)
-        if (lost[i].key == key) {
-            send_on_exit(lost, n_lost, core::LockEvent::delay_ended, key);
-            return;
-        }
+Announced announced(std::uint64_t key) noexcept {
+    const core::Announcements::Grant* g = grants.find(key);
+    if (g == nullptr) return Announced{nullptr, 0, 0};
+    return Announced{g->resource.data(), g->resource.size(), g->token};
+}
+
+void send_event(const char* resource, std::size_t len, core::LockEvent ev, std::int64_t token, std::int64_t unix_us) {
+    queue_at(resource, len, ev, token, unix_us);
 }
 
 }  // namespace fencing::pg::notify

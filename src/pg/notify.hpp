@@ -18,11 +18,21 @@ void released(std::uint64_t key);
 // Any other event of a resource (lost, delay_ended), when it is enabled.
 void event(const char* resource, int len, core::LockEvent ev, std::int64_t token);
 // The session is ending: its session-scoped grants it announced are lost.
-// From a before_shmem_exit callback.
-void session_ending();
-// A lost grant's lock-delay is over: delay_ended, for a grant session_ending()
-// announced as lost. From the ended session's backend, outside a transaction.
-void delay_ended(std::uint64_t key);
+// From a before_shmem_exit callback: the events go to the supervisor, which
+// has them sent (nothing here starts a transaction or waits). Returns how
+// many could not be queued.
+std::uint64_t session_ending() noexcept;
+// The grant of key this session announced (its name and token), or
+// resource == nullptr.
+struct Announced {
+    const char* resource;
+    std::size_t len;
+    std::int64_t token;
+};
+Announced announced(std::uint64_t key) noexcept;
+// Queues the notification of an event that happened at unix_us, in the
+// current transaction (the supervisor's notifier).
+void send_event(const char* resource, std::size_t len, core::LockEvent ev, std::int64_t token, std::int64_t unix_us);
 // Whether this session has grants whose end it will announce.
 bool announcing() noexcept;
 

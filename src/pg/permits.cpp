@@ -25,6 +25,7 @@
 #include "pg/fence_state.hpp"
 #include "pg/key_secret.hpp"
 #include "pg/lock_options.hpp"
+#include "pg/supervisor.hpp"
 #include "pg/lock_tags.hpp"
 #include "pg/session.hpp"
 
@@ -124,10 +125,20 @@ bool held_by_others(const LOCKTAG& tag, LOCKMODE probe) {
 }
 
 // The first free permit, taken (without waiting); 0 when every one is held.
+// Whether permit p, whose lock this session was just granted, is free: not
+// kept by a lost grant's lock-delay (else its lock is given back).
+bool permit_free(const PermitNames& pn, std::int32_t p, LOCKMODE mode, bool session) {
+    if (lock_delay_wait_out(key_of(pn, p), false, true, 0)) return true;
+    const LOCKTAG tag = resource_tag(key_of(pn, p));
+    LockRelease(&tag, mode, session);
+    return false;
+}
+
 std::int32_t take_free_permit(const PermitNames& pn, std::int32_t n, LOCKMODE mode, bool session) {
     for (std::int32_t p = 1; p <= n; ++p) {
         const LOCKTAG tag = resource_tag(key_of(pn, p));
-        if (LockAcquire(&tag, mode, session, true) != LOCKACQUIRE_NOT_AVAIL) return p;
+        if (LockAcquire(&tag, mode, session, true) != LOCKACQUIRE_NOT_AVAIL && permit_free(pn, p, mode, session))
+            return p;
     }
     return 0;
 }
@@ -259,7 +270,10 @@ bool acquire_permit(const AcquireCall& c, std::int64_t* out) {
             std::int64_t slice = core::permit_round_ms(round);
             if (l > 0 && l < slice) slice = l;
             const std::int32_t p = choose_permit(pn, n, round);
-            if (wait_for_lock(resource_tag(key_of(pn, p)), mode, c.session, slice))
+            if (supervisor::delay_left_ms(key_of(pn, p), false) > 0)
+                (void)supervisor::wait_out_delay(key_of(pn, p), false, slice);  // kept by a lost grant's delay
+            else if (wait_for_lock(resource_tag(key_of(pn, p)), mode, c.session, slice) &&
+                     permit_free(pn, p, mode, c.session))
                 got = p;
             else
                 got = take_free_permit(pn, n, mode, c.session);

@@ -1,6 +1,6 @@
 // This backend's fencing holds (the ledgers), kept in step with transaction
-// and subtransaction ends and with the lock manager, and the timer that
-// enforces leases.
+// and subtransaction ends and with the lock manager; their leases are
+// published for the supervisor (pg/supervisor.hpp), which enforces them.
 #pragma once
 #include "pg/pg.hpp"
 
@@ -15,8 +15,8 @@ core::HoldLedger& ledger() noexcept;
 core::HoldLedger& guard_ledger() noexcept;
 
 // Forgets leased holds the lock manager no longer has (pg_advisory_unlock_all(),
-// DISCARD ALL, an aborted subtransaction), then starts, adjusts or stops the
-// lease timer for the leased holds left. Call after the holds changed.
+// DISCARD ALL, an aborted subtransaction), then publishes the leased holds
+// left for the supervisor. Call after the holds changed.
 void apply_leases() noexcept;
 
 void register_session_callbacks();

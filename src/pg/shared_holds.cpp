@@ -115,6 +115,13 @@ bool acquire_shared(const AcquireCall& c, std::int64_t* out) {
     if (!c.try_only) {
         lock_or_report(r, rtag, kSharedMode, c.session, left_of(c.wait_ms, asked_at));
     }
+    // A lost exclusive grant's lock-delay keeps shared holds out too.
+    if (!lock_delay_wait_out(r.key, true, c.try_only, c.try_only ? 0 : left_of(c.wait_ms, asked_at))) {
+        LockRelease(&rtag, kSharedMode, c.session);
+        if (!c.session) LockRelease(&mark, AccessShareLock, false);
+        if (c.try_only) return false;
+        report_lock_not_acquired(r, c.wait_ms);
+    }
     std::int64_t token = 0;
     PG_TRY();
     {
