@@ -34,6 +34,7 @@
 
 extern "C" {
 #include "replication/walsender_private.h"
+#include "utils/guc_tables.h"
 #include "utils/backend_status.h"
 }
 
@@ -225,6 +226,34 @@ inline PgBackendStatus* backend_status_at(int i) {
     LocalPgBackendStatus* l = pgstat_fetch_stat_local_beentry(i);
 #endif
     return l != nullptr ? &l->backendStatus : nullptr;
+}
+
+// Whether a setting's current value was set for the current transaction
+// only: SET LOCAL or set_config(..., true), or a function's SET clause for
+// the duration of the call. PostgreSQL keeps a stack entry for every
+// variable changed in the transaction; a value without one, or whose entry
+// says it was a plain SET (GUC_SET), is a session value. No public function
+// tells the two apart, so this reads the setting's record in
+// utils/guc_tables.h (its stack and state, unchanged in 15 to 19; the
+// regress suite's 21_enforce checks SET against SET LOCAL on every major).
+// guc_record() looks the record up once (16 made find_option public).
+using GucRecord = config_generic*;
+inline GucRecord guc_record(const char* name) {
+#if PG_VERSION_NUM >= 160000
+    return find_option(name, false, true, ERROR);
+#else
+    config_generic** vars = get_guc_variables();
+    const int n = GetNumConfigOptions();
+    for (int i = 0; i < n; ++i)
+        if (strcmp(vars[i]->name, name) == 0) return vars[i];
+    return nullptr;
+#endif
+}
+inline bool guc_set_for_transaction(GucRecord rec) noexcept {
+    if (rec == nullptr) return false;
+    const GucStack* st = rec->stack;
+    if (st == nullptr) return false;
+    return st->state == GUC_LOCAL || st->state == GUC_SET_LOCAL || st->state == GUC_SAVE;
 }
 
 }  // namespace fencing::pg::compat

@@ -4,10 +4,6 @@
 
 #include "core/token.hpp"
 
-extern "C" {
-#include "utils/guc_tables.h"
-}
-
 namespace fencing::pg {
 
 namespace {
@@ -17,7 +13,7 @@ std::int64_t token_setting_value = 0;
 bool require_sync_standby_value = false;
 // fencing.token's own GUC record (stable once defined), for its stack of
 // values: only a value set within the current transaction counts.
-config_generic* token_gconf = nullptr;
+compat::GucRecord token_gconf = nullptr;
 int log_ahead_value = 1 << 20;
 
 bool check_token_setting(char** newval, void** extra, GucSource source) {
@@ -51,12 +47,7 @@ namespace {
 // stack entry for every variable changed in the transaction; a value without
 // one, or whose entry says it was a plain SET (GUC_SET), is a session value,
 // which a later transaction (or other code of this one) never means.
-bool token_setting_is_local() noexcept {
-    if (token_gconf == nullptr) return false;
-    const GucStack* st = token_gconf->stack;
-    if (st == nullptr) return false;
-    return st->state == GUC_LOCAL || st->state == GUC_SET_LOCAL || st->state == GUC_SAVE;
-}
+bool token_setting_is_local() noexcept { return compat::guc_set_for_transaction(token_gconf); }
 }  // namespace
 
 std::optional<std::int64_t> token_setting() noexcept {
@@ -76,16 +67,7 @@ void define_settings() {
         "Used by protected tables for writes that do not carry a token themselves; "
         "set it with SELECT fencing.use($1) or SET LOCAL fencing.token = '<token>'.",
         &token_setting_text, "", PGC_USERSET, 0, check_token_setting, assign_token_setting, nullptr);
-#if PG_VERSION_NUM >= 160000
-    token_gconf = find_option("fencing.token", false, true, ERROR);
-#else
-    {
-        config_generic** vars = get_guc_variables();
-        const int n = GetNumConfigOptions();
-        for (int i = 0; i < n; ++i)
-            if (strcmp(vars[i]->name, "fencing.token") == 0) token_gconf = vars[i];
-    }
-#endif
+    token_gconf = compat::guc_record("fencing.token");
     DefineCustomBoolVariable(
         "fencing.require_sync_standby", "Refuse to issue fence tokens without a synchronous standby.",
         "When on, fencing.acquire and its variants raise an error unless synchronous_standby_names "
