@@ -565,35 +565,62 @@ FENCING_FUNCTION(fencing_advance_past) {
 // share with the plain one.
 namespace fencing::pg {
 bool wait_for_lock(const LOCKTAG& tag, LOCKMODE mode, bool session, std::int64_t wait_ms) {
-    // Without a bound (wait_ms < 0), lock_timeout, statement_timeout and the
-    // deadlock detector apply as usual. A bounded wait is a lock_timeout for
-    // this one wait (the session's own lock_timeout still applies when
-    // shorter).
+    // Free (and nobody queued before us): no wait at all.
+    if (LockAcquire(&tag, mode, session, true) != LOCKACQUIRE_NOT_AVAIL) return true;
     const bool held_before = held_by_me(tag, mode);
     const int saved = LockTimeout;
     const bool ours = wait_ms > 0 && (saved <= 0 || wait_ms < saved);
+    if (!ours) {
+        // Without a bound of its own (wait_ms < 0, or the session's
+        // lock_timeout is shorter), lock_timeout, statement_timeout and the
+        // deadlock detector apply as usual, and their errors propagate.
+        PG_TRY();
+        { (void)LockAcquire(&tag, mode, session, false); }
+        PG_CATCH();
+        {
+            abandon_wait(tag, mode, session, held_before);
+            PG_RE_THROW();
+        }
+        PG_END_TRY();
+        return true;
+    }
+    // A bounded wait is a lock_timeout for this one wait, in a subtransaction
+    // of its own, as PL/pgSQL's exception blocks run: the timeout's error
+    // ends the subtransaction, and only then is it dismissed; any other
+    // error is raised again once the subtransaction is rolled back. A
+    // transaction-level lock granted in it belongs to the caller's
+    // transaction once it is released (committed).
     MemoryContext caller = CurrentMemoryContext;
-    if (ours) LockTimeout = static_cast<int>(wait_ms);
+    ResourceOwner owner = CurrentResourceOwner;
+    BeginInternalSubTransaction(nullptr);
+    MemoryContextSwitchTo(caller);
     bool timed_out = false;
     PG_TRY();
-    { (void)LockAcquire(&tag, mode, session, false); }
+    {
+        LockTimeout = static_cast<int>(wait_ms);
+        (void)LockAcquire(&tag, mode, session, false);
+        LockTimeout = saved;
+        ReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(caller);
+        CurrentResourceOwner = owner;
+    }
     PG_CATCH();
     {
         LockTimeout = saved;
-        abandon_wait(tag, mode, session, held_before);
-        if (ours) {
-            MemoryContextSwitchTo(caller);
-            ErrorData* e = CopyErrorData();
-            if (e->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE) {
-                FlushErrorState();
-                timed_out = true;
-            }
-            FreeErrorData(e);
-        }
-        if (!timed_out) PG_RE_THROW();
+        MemoryContextSwitchTo(caller);
+        ErrorData* e = CopyErrorData();
+        FlushErrorState();
+        RollbackAndReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(caller);
+        CurrentResourceOwner = owner;
+        // Granted at the very moment of the timeout: a session lock outlives
+        // the subtransaction, held by nobody who knows it. Give it back.
+        if (!held_before && held_by_me(tag, mode)) LockRelease(&tag, mode, session);
+        if (e->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE) ReThrowError(e);
+        FreeErrorData(e);
+        timed_out = true;
     }
     PG_END_TRY();
-    LockTimeout = saved;
     return !timed_out;
 }
 std::int64_t elapsed_ms(TimestampTz since) {
