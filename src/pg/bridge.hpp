@@ -31,6 +31,11 @@ Datum guarded(const char* where, Body&& body) {
     int kind = kNone;
     char message[256];
     message[0] = '\0';
+    // An exception thrown out of a PG_TRY block of the body would leave
+    // PostgreSQL's error handler stack pointing into a frame that is gone:
+    // restored before the error is raised (as pg_duckdb's InvokeCPPFunc).
+    sigjmp_buf* const saved_exception_stack = PG_exception_stack;
+    ErrorContextCallback* const saved_context_stack = error_context_stack;
     try {
         return body();
     } catch (const std::bad_alloc&) {
@@ -42,6 +47,8 @@ Datum guarded(const char* where, Body&& body) {
         kind = kUnknown;
     }
     // Outside every catch scope: the exception object is gone.
+    PG_exception_stack = saved_exception_stack;
+    error_context_stack = saved_context_stack;
     raise_cpp_failure(where, kind, message);
 }
 
