@@ -7,10 +7,10 @@
 -- Lost grants in their lock-delay, kept by the supervisor in shared memory
 -- (src/pg/supervisor.cpp) after the ended backend has exited: the resource's
 -- key, the ended backend's pid, the end of the delay (seconds since
--- 2000-01-01, rounded up) and whether it was a shared hold. Empty without the
+-- 2000-01-01, rounded up) and the lost grant's lock mode. Empty without the
 -- preload. For fencing.locks, which every role may read (as pg_locks).
 -------------------------------------------------------------------------------
-CREATE FUNCTION fencing.lock_delays(OUT key bigint, OUT pid integer, OUT until_seconds bigint, OUT shared boolean)
+CREATE FUNCTION fencing.lock_delays(OUT key bigint, OUT pid integer, OUT until_seconds bigint, OUT mode text)
     RETURNS SETOF record AS 'MODULE_PATHNAME', 'fencing_lock_delays' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED ROWS 10;
 
 -------------------------------------------------------------------------------
@@ -23,7 +23,7 @@ BEGIN
   EXECUTE format($v$
     CREATE OR REPLACE VIEW fencing.locks AS
     WITH d AS MATERIALIZED (
-      SELECT x.key, x.pid, x.until_seconds, x.shared FROM fencing.lock_delays() x
+      SELECT x.key, x.pid, x.until_seconds, x.mode FROM fencing.lock_delays() x
     ), m AS MATERIALIZED (
       SELECT l.pid, l.mode, l.granted, l.classid::bigint AS hi, l.objid::bigint AS lo, l.objsubid::integer AS kind,
              %s AS waitstart
@@ -37,13 +37,13 @@ BEGIN
       -- resource waits for the delay: not granted yet.
       SELECT m.pid, m.mode,
              m.granted AND NOT (m.kind = 32257 /* kResourceTagKind */ AND EXISTS (
-               SELECT 1 FROM d WHERE d.key = ((m.hi << 32) | m.lo) AND NOT (d.shared AND m.mode = 'ShareLock'))) AS granted,
+               SELECT 1 FROM d WHERE d.key = ((m.hi << 32) | m.lo) AND NOT (d.mode = 'ShareLock' AND m.mode = 'ShareLock'))) AS granted,
              m.hi, m.lo, m.kind, m.waitstart
         FROM m
       UNION ALL
       -- The lost grant, kept for the ended backend until its delay is over,
       -- and the mark that carries the end of the delay.
-      SELECT d.pid, CASE WHEN d.shared THEN 'ShareLock' ELSE 'ExclusiveLock' END, true,
+      SELECT d.pid, d.mode, true,
              (d.key >> 32) & 4294967295, d.key & 4294967295, 32257 /* kResourceTagKind */, NULL::timestamptz
         FROM d
       UNION ALL

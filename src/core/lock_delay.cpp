@@ -5,32 +5,9 @@
 
 namespace fencing::core {
 
-void plan_delays(DelayEntry* entries, const std::int64_t* delays_ms, std::size_t n, std::int64_t ended_us) noexcept {
-    for (std::size_t i = 0; i < n; ++i) {
-        entries[i].until_us = ended_us + (delays_ms[i] > 0 ? delays_ms[i] : 0) * 1000;
-        entries[i].done = false;
-    }
-    std::stable_sort(entries, entries + n,
-                     [](const DelayEntry& a, const DelayEntry& b) { return a.until_us < b.until_us; });
-}
-
-std::size_t due_delays(DelayEntry* entries, std::size_t n, std::int64_t now_us, std::size_t* due,
-                       std::int64_t* sleep_us) noexcept {
-    std::size_t k = 0;
-    std::int64_t next = 0;
-    bool any_left = false;
-    for (std::size_t i = 0; i < n; ++i) {
-        if (entries[i].done) continue;
-        if (entries[i].until_us <= now_us) {
-            entries[i].done = true;
-            due[k++] = i;
-        } else if (!any_left || entries[i].until_us < next) {
-            next = entries[i].until_us;
-            any_left = true;
-        }
-    }
-    *sleep_us = any_left ? next - now_us : 0;
-    return k;
+bool delay_keeps(const DelayRecord& d, std::uint32_t db, std::uint64_t key, bool for_shared,
+                 std::int64_t now_us) noexcept {
+    return d.used && d.db == db && d.key == key && !(for_shared && d.shared) && now_us < d.until_us;
 }
 
 std::uint32_t delay_end_seconds(std::int64_t until_us) noexcept {

@@ -1,11 +1,11 @@
-// The lock-delay schedule of a lost session.
+// Lock-delays of lost grants.
 //
 // A grant taken with a lock-delay that ends uncleanly (its session ended
 // while holding it: the client went away, the backend was terminated, its
 // lease ran out) is not followed by another grant of the resource until the
-// delay has passed. The ended session's backend keeps the lock for that long:
-// it releases each delayed lock when its own delay is over, then exits.
-// Pure: the glue (pg/lock_delay.cpp) samples the clock and does the waiting.
+// delay has passed. The supervisor's table keeps a record of each such delay
+// (pg/supervisor.cpp); an acquisition asks it whether one keeps its resource.
+// Pure: the glue samples the clock and does the waiting.
 #pragma once
 #include "core/no_postgres.hpp"
 
@@ -14,21 +14,20 @@
 
 namespace fencing::core {
 
-struct DelayEntry {
-    std::uint64_t key = 0;
-    std::int64_t until_us = 0;  // when the delay ends (the caller's clock)
-    bool done = false;          // released already
+// A lost grant in its delay, as the supervisor's table keeps it.
+struct DelayRecord {
+    bool used = false;
+    bool shared = false;         // the lost grant was a shared hold
+    std::uint32_t db = 0;        // its database
+    std::uint64_t key = 0;       // its resource's key
+    std::int64_t until_us = 0;   // when the delay ends (a monotonic clock)
 };
 
-// Sets each entry's until_us to ended_us + its delay (delays_ms[i]), and
-// sorts the entries by it, earliest first (stable).
-void plan_delays(DelayEntry* entries, const std::int64_t* delays_ms, std::size_t n, std::int64_t ended_us) noexcept;
-
-// At now_us: marks every entry whose delay is over as due (writes their
-// indexes to due[], returns how many) and sets *sleep_us to how long until
-// the next one is over (0 when none is left).
-std::size_t due_delays(DelayEntry* entries, std::size_t n, std::int64_t now_us, std::size_t* due,
-                       std::int64_t* sleep_us) noexcept;
+// Whether the record keeps key of database db from being granted at now_us
+// to an acquisition (for_shared: a shared hold, which only a lost exclusive
+// grant's delay keeps out). Never early: at until_us it no longer does.
+bool delay_keeps(const DelayRecord& d, std::uint32_t db, std::uint64_t key, bool for_shared,
+                 std::int64_t now_us) noexcept;
 
 // The end of a delay in whole seconds since the caller's epoch, rounded up
 // (never earlier than the real end), for a lock tag field that fencing.locks

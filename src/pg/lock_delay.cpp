@@ -46,11 +46,14 @@ std::size_t lock_delay_publish() noexcept {
     for (std::size_t i = 0; i < n; ++i) {
         const std::uint64_t key = delayed[i].key;
         const LOCKTAG rtag = resource_tag(key);
-        if (!held_by_me(rtag, kSessionMode) && !held_by_me(rtag, kXactMode) && !held_by_me(rtag, kSharedMode))
-            continue;
+        const LOCKMODE mode = held_by_me(rtag, kSessionMode) ? kSessionMode
+                              : held_by_me(rtag, kSharedMode) ? kSharedMode
+                              : held_by_me(rtag, kXactMode)   ? kXactMode
+                                                              : NoLock;
+        if (mode == NoLock) continue;
         const notify::Announced a = notify::announced(key);
-        if (supervisor::post_delay(key, delayed[i].traits.delay_ms, delayed[i].traits.shared, a.resource != nullptr,
-                                   a.resource, a.len, a.token))
+        if (supervisor::post_delay(key, delayed[i].traits.delay_ms, mode, a.resource != nullptr, a.resource, a.len,
+                                   a.token))
             ++posted;
     }
     return posted;

@@ -160,7 +160,7 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
     const core::LockOptions opts = lock_options_arg(fcinfo, try_only);
     // The supervisor enforces leases and keeps lock-delays.
     if (lease_ms > 0) supervisor::require_for_leases();
-    if (opts.delay_ms > 0) supervisor::require("lock_delay");
+    if (opts.delay_ms > 0) supervisor::require("lock-delays");
     if (opts.permits > 0 || opts.shared) {
         const AcquireCall call{r, session, try_only, wait_ms, lease_ms, reentrant, opts};
         return opts.permits > 0 ? acquire_permit(call, out) : acquire_shared(call, out);
@@ -602,6 +602,16 @@ bool wait_for_lock(const LOCKTAG& tag, LOCKMODE mode, bool session, std::int64_t
         LockTimeout = saved;
         ReleaseCurrentSubTransaction();
         MemoryContextSwitchTo(caller);
+        // The subtransaction's locks now belong to the transaction's own
+        // resource owner (current again); the caller's owner (a portal's)
+        // is the one its LockRelease() names: hand the hold over.
+        if (!session && CurrentResourceOwner != owner) {
+            ResourceOwner xact_owner = CurrentResourceOwner;
+            CurrentResourceOwner = owner;
+            (void)LockAcquire(&tag, mode, false, true);  // held already: only counted, for owner
+            CurrentResourceOwner = xact_owner;
+            LockRelease(&tag, mode, false);
+        }
         CurrentResourceOwner = owner;
     }
     PG_CATCH();

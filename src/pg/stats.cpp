@@ -319,6 +319,13 @@ void add(Counter c, std::uint64_t n) noexcept {
     if (Entry* e = database_entry(false)) pg_atomic_fetch_add_u64(&e->c[c], n);
 }
 
+void add_for_database(Oid db, Counter c, std::uint64_t n) noexcept {
+    if (!detail::attached || !OidIsValid(db)) return;
+    LWLockAcquire(shared->lock, LW_SHARED);
+    if (Entry* e = find_locked(db, InvalidOid)) pg_atomic_fetch_add_u64(&e->c[c], n);
+    LWLockRelease(shared->lock);
+}
+
 void raise_max(Counter c, std::uint64_t v) noexcept {
     if (!detail::attached) return;
     Entry* e = database_entry(false);

@@ -98,14 +98,11 @@ struct Named {
 };
 
 struct Delay {
-    bool used;
-    bool shared;
+    core::DelayRecord rec;  // its end on CLOCK_MONOTONIC: a wall clock set back or ahead changes nothing
     bool announce;
-    Oid db;
-    int pid;  // the ended backend's
-    std::uint64_t key;
-    std::int64_t until_mono_us;  // CLOCK_MONOTONIC: a wall clock set back or ahead changes nothing
-    TimestampTz until;           // the same end on the wall clock, for fencing.locks
+    LOCKMODE mode;     // the lost grant's resource lock mode, for fencing.locks
+    int pid;           // the ended backend's
+    TimestampTz until;  // the same end on the wall clock, for fencing.locks
     std::int64_t token;
     std::uint16_t len;
     char name[kNameMax];
@@ -145,7 +142,7 @@ void startup() {
     bool found = false;
     shared = static_cast<Shared*>(ShmemInitStruct("fencing supervisor", shared_size(), &found));
     if (!found) {
-        memset(shared, 0, shared_size());
+        memset(static_cast<void*>(shared), 0, shared_size());
         shared->lock = &(GetNamedLWLockTranche(kTranche))->lock;
         pg_atomic_init_u32(&shared->delays_in_use, 0);
         pg_atomic_init_u32(&shared->events_in_use, 0);
@@ -269,22 +266,24 @@ bool post_event(core::LockEvent ev, const char* resource, std::size_t len, std::
     return ok;
 }
 
-bool post_delay(std::uint64_t key, std::int64_t delay_ms, bool is_shared, bool announce, const char* resource,
+bool post_delay(std::uint64_t key, std::int64_t delay_ms, LOCKMODE mode, bool announce, const char* resource,
                 std::size_t len, std::int64_t token) noexcept {
+    const bool is_shared = mode == kSharedMode;
     if (shared == nullptr || len > kNameMax) return false;
     const std::int64_t until_mono = monotonic_us() + delay_ms * 1000;
     const TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), delay_ms);
     bool ok = false;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     for (auto& d : shared->delays) {
-        if (d.used) continue;
-        d.used = true;
-        d.shared = is_shared;
+        if (d.rec.used) continue;
+        d.rec.used = true;
+        d.rec.shared = is_shared;
+        d.rec.db = MyDatabaseId;
+        d.rec.key = key;
+        d.rec.until_us = until_mono;
         d.announce = announce;
-        d.db = MyDatabaseId;
+        d.mode = mode;
         d.pid = MyProcPid;
-        d.key = key;
-        d.until_mono_us = until_mono;
         d.until = until;
         d.token = token;
         d.len = static_cast<std::uint16_t>(len);
@@ -304,8 +303,8 @@ std::int64_t delay_left_ms(std::uint64_t key, bool for_shared) noexcept {
     std::int64_t until = 0;
     LWLockAcquire(shared->lock, LW_SHARED);
     for (const auto& d : shared->delays)
-        if (d.used && d.key == key && d.db == MyDatabaseId && !(for_shared && d.shared) && d.until_mono_us > until)
-            until = d.until_mono_us;
+        if (core::delay_keeps(d.rec, MyDatabaseId, key, for_shared, now) && d.rec.until_us > until)
+            until = d.rec.until_us;
     LWLockRelease(shared->lock);
     return until > now ? (until - now + 999) / 1000 : 0;
 }
@@ -518,21 +517,19 @@ long expire_delays() {
     if (pg_atomic_read_u32(&shared->delays_in_use) == 0) return -1;
     const std::int64_t now = monotonic_us();
     std::int64_t next = 0;
-    bool queued = false;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     for (auto& d : shared->delays) {
-        if (!d.used) continue;
-        if (d.until_mono_us > now) {
-            if (next == 0 || d.until_mono_us < next) next = d.until_mono_us;
+        if (!d.rec.used) continue;
+        if (d.rec.until_us > now) {
+            if (next == 0 || d.rec.until_us < next) next = d.rec.until_us;
             continue;
         }
-        if (d.announce)
-            queued |= add_event_locked(d.db, core::LockEvent::delay_ended, d.name, d.len, d.token, unix_now_us());
-        d.used = false;
+        if (d.announce && !add_event_locked(d.rec.db, core::LockEvent::delay_ended, d.name, d.len, d.token, unix_now_us()))
+            stats::add_for_database(d.rec.db, stats::kNotificationsDropped, 1);
+        d.rec.used = false;
         pg_atomic_fetch_sub_u32(&shared->delays_in_use, 1);
     }
     LWLockRelease(shared->lock);
-    (void)queued;
     return next == 0 ? -1 : static_cast<long>((next - now + 999) / 1000);
 }
 
@@ -588,6 +585,7 @@ long dispatch_events() {
         if (e.unix_us < oldest) {
             e.used = false;
             pg_atomic_fetch_sub_u32(&shared->events_in_use, 1);
+            stats::add_for_database(e.db, stats::kNotificationsDropped, 1);
             continue;
         }
         bool seen = false;
@@ -664,6 +662,9 @@ void fencing_notifier_main(Datum arg) {
     BackgroundWorkerUnblockSignals();
     BackgroundWorkerInitializeConnectionByOid(db, InvalidOid, 0);
     pgstat_report_appname("fencing notifier");
+    // A NOTIFY commits a transaction id: never wait for a synchronous standby
+    // for it (an absent one would hold every later event up).
+    SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
     constexpr int kBatch = 256;
     Named* batch = static_cast<Named*>(MemoryContextAlloc(TopMemoryContext, sizeof(Named) * kBatch));
     int idle_ms = 0;
@@ -723,7 +724,7 @@ void init() {
 // fencing.lock_delays(): the lost grants of this database in their
 // lock-delay (for fencing.locks): key, the ended backend's pid, the end of
 // the delay (seconds since 2000-01-01, rounded up, as the view's marks had
-// it) and whether the grant was a shared hold. Empty without the preload.
+// it) and the lost grant's lock mode. Empty without the preload.
 FENCING_FUNCTION(fencing_lock_delays) {
     return guarded("fencing.lock_delays", [&]() -> Datum {
         InitMaterializedSRF(fcinfo, 0);
@@ -734,11 +735,11 @@ FENCING_FUNCTION(fencing_lock_delays) {
         bool nulls[4] = {false, false, false, false};
         LWLockAcquire(shared->lock, LW_SHARED);
         for (const auto& d : shared->delays) {
-            if (!d.used || d.db != MyDatabaseId || d.until_mono_us <= now) continue;
-            values[0] = Int64GetDatum(static_cast<std::int64_t>(d.key));
+            if (!d.rec.used || d.rec.db != MyDatabaseId || d.rec.until_us <= now) continue;
+            values[0] = Int64GetDatum(static_cast<std::int64_t>(d.rec.key));
             values[1] = Int32GetDatum(d.pid);
             values[2] = Int64GetDatum(static_cast<std::int64_t>(core::delay_end_seconds(d.until)));
-            values[3] = BoolGetDatum(d.shared);
+            values[3] = CStringGetTextDatum(GetLockmodeName(USER_LOCKMETHOD, d.mode));
             tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
         }
         LWLockRelease(shared->lock);

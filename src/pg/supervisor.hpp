@@ -65,11 +65,11 @@ int lease_ending_held() noexcept;
 // is full (the caller counts it as dropped).
 bool post_event(core::LockEvent ev, const char* resource, std::size_t len, std::int64_t token) noexcept;
 
-// From the exit callback: the grant of `key` (shared: a shared hold) ended
-// uncleanly; nobody is granted it until delay_ms has passed. announce: send
-// delay_ended for it (resource, token) when the delay is over. False when
-// the table is full.
-bool post_delay(std::uint64_t key, std::int64_t delay_ms, bool shared, bool announce, const char* resource,
+// From the exit callback: the grant of `key`, held in `mode` (kSharedMode:
+// a shared hold), ended uncleanly; nobody is granted it until delay_ms has
+// passed. announce: send delay_ended for it (resource, token) when the delay
+// is over. False when the table is full.
+bool post_delay(std::uint64_t key, std::int64_t delay_ms, LOCKMODE mode, bool announce, const char* resource,
                 std::size_t len, std::int64_t token) noexcept;
 
 // For an acquisition holding the lock of `key` in this database: how long

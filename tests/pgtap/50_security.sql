@@ -279,8 +279,8 @@ SELECT set_eq(
           'fencing.validate(text,bigint)', 'fencing.current(text)', 'fencing.use(bigint)',
           'fencing.resource_key(text)', 'fencing.version()',
           'fencing.protect(regclass,name,boolean,text,boolean,boolean)', 'fencing.unprotect(regclass)',
-          -- behind fencing.stats and fencing.table_stats
-          'fencing.stats_data()', 'fencing.table_stats_data()',
+          -- behind fencing.stats, fencing.table_stats and fencing.locks
+          'fencing.stats_data()', 'fencing.table_stats_data()', 'fencing.lock_delays()',
           -- used by protect; each checks that its caller owns the table
           'fencing.advance_past_table(regclass)', 'fencing.tombstone_key_problem(regclass)'],
     'PUBLIC may execute exactly the API, the functions behind the views and the self-checking support functions');

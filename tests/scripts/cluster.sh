@@ -19,6 +19,8 @@ case "$cmd" in
       echo "wal_level = replica"
       echo "log_min_messages = warning"
       echo "logging_collector = off"
+      # leases and lock-delays need the supervisor
+      echo "shared_preload_libraries = 'fencing'"
       for line in "$@"; do echo "$line"; done
     } >> "$dir/data/postgresql.conf"
     pg_ctl -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null

@@ -26,7 +26,8 @@ use FencingTAP qw(psql_sqlstate);
 
 my $node = PostgreSQL::Test::Cluster->new('token_preload');
 $node->init;
-$node->append_conf('postgresql.conf', "log_statement = none\n");
+# Not preloaded until the last part (the test runner preloads by default).
+$node->append_conf('postgresql.conf', "log_statement = none\nshared_preload_libraries = ''\n");
 $node->start;
 $node->safe_psql('postgres', q{
 CREATE DATABASE plain;

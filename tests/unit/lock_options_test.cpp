@@ -225,39 +225,22 @@ TEST(GrantBook, DelayedEntries) {
 
 // ---- a lost session's delays ------------------------------------------------------------
 
-TEST(DelaySchedule, EachLockIsReleasedWhenItsOwnDelayIsOver) {
-    DelayEntry e[3];
-    e[0].key = 10;
-    e[1].key = 20;
-    e[2].key = 30;
-    const std::int64_t delays[] = {3000, 1000, 2000};
-    plan_delays(e, delays, 3, 1000000);
-    EXPECT_EQ(e[0].key, 20u);
-    EXPECT_EQ(e[0].until_us, 2000000);
-    EXPECT_EQ(e[1].key, 30u);
-    EXPECT_EQ(e[2].key, 10u);
-    EXPECT_EQ(e[2].until_us, 4000000);
-
-    std::size_t due[3];
-    std::int64_t sleep = -1;
-    EXPECT_EQ(due_delays(e, 3, 1999999, due, &sleep), 0u);  // never early
-    EXPECT_EQ(sleep, 1);
-    EXPECT_EQ(due_delays(e, 3, 2000000, due, &sleep), 1u);
-    EXPECT_EQ(e[due[0]].key, 20u);
-    EXPECT_EQ(sleep, 1000000);
-    EXPECT_EQ(due_delays(e, 3, 2000000, due, &sleep), 0u);  // released once
-    EXPECT_EQ(due_delays(e, 3, 5000000, due, &sleep), 2u);  // late wake-up: both at once
-    EXPECT_EQ(sleep, 0);
-}
-
-TEST(DelaySchedule, EqualDelaysKeepTheirOrder) {
-    DelayEntry e[2];
-    e[0].key = 1;
-    e[1].key = 2;
-    const std::int64_t delays[] = {500, 500};
-    plan_delays(e, delays, 2, 0);
-    EXPECT_EQ(e[0].key, 1u);
-    EXPECT_EQ(e[1].key, 2u);
+TEST(DelaySchedule, ARecordKeepsItsResourceUntilItsEndNeverLater) {
+    DelayRecord d;
+    d.used = true;
+    d.db = 5;
+    d.key = 42;
+    d.until_us = 2000000;
+    EXPECT_TRUE(delay_keeps(d, 5, 42, false, 1999999));
+    EXPECT_FALSE(delay_keeps(d, 5, 42, false, 2000000));  // over at its end
+    EXPECT_FALSE(delay_keeps(d, 6, 42, false, 0));        // another database
+    EXPECT_FALSE(delay_keeps(d, 5, 43, false, 0));        // another resource
+    EXPECT_TRUE(delay_keeps(d, 5, 42, true, 0));          // an exclusive grant's delay keeps shared holds out
+    d.shared = true;
+    EXPECT_FALSE(delay_keeps(d, 5, 42, true, 0));  // a shared grant's delay: other shared holds are granted
+    EXPECT_TRUE(delay_keeps(d, 5, 42, false, 0));  // exclusive ones are not
+    d.used = false;
+    EXPECT_FALSE(delay_keeps(d, 5, 42, false, 0));
 }
 
 TEST(DelaySchedule, EndSecondsRoundUp) {
