@@ -38,7 +38,7 @@ void arm_lock_delay() {
     armed = true;
 }
 
-std::size_t lock_delay_publish() noexcept {
+std::size_t lock_delay_publish() {
     if (!armed || grant_book().empty()) return 0;
     core::GrantBook::Delayed delayed[kMaxDelayed];
     const std::size_t n = grant_book().copy_delayed(delayed, kMaxDelayed);

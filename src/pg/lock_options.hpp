@@ -114,8 +114,8 @@ void refuse_if_validated_here(const Resource& r);
 void arm_lock_delay();
 // The session's exit (pg/events.cpp's callback, before PostgreSQL releases
 // the locks): records the delayed grants still held in the supervisor's
-// delay table; returns how many. Never raises, never waits.
-std::size_t lock_delay_publish() noexcept;
+// delay table; returns how many. Never waits (an LWLock, briefly).
+std::size_t lock_delay_publish();
 // After the lock manager granted the lock of `key` (shared: a shared hold):
 // true when no lost grant's lock-delay keeps it, or once the delay was waited
 // out within wait_ms (-1: no bound); false when try_only and a delay keeps

@@ -14,8 +14,15 @@
 #include "pg/session.hpp"
 #include "pg/supervisor.hpp"
 
+#include <type_traits>
+
 using namespace fencing;
 using namespace fencing::pg;
+
+// Alive across calls that may ereport (a longjmp skips destructors).
+static_assert(std::is_trivially_destructible_v<Resource> && std::is_trivially_destructible_v<StateRow> &&
+              std::is_trivially_destructible_v<core::LockOptions> && std::is_trivially_destructible_v<AcquireCall> &&
+              std::is_trivially_destructible_v<LOCKTAG>);
 
 namespace {
 

@@ -15,12 +15,11 @@
 // aborts: nothing is notified for what did not commit. Transaction-scoped
 // grants announce their end just before their transaction commits (they end
 // with it). A session that ends while holding session-scoped grants it
-// announced sends "lost" for them itself, from a before_shmem_exit callback,
-// in a transaction of its own, while the lock manager still holds its locks
-// (they are freed right after). That is best-effort: a backend that crashes
-// (the server then restarts, and every listener's connection breaks) sends
-// nothing, nor does one that cannot queue its notification within about a
-// second.
+// announced hands their "lost" to the supervisor from a before_shmem_exit
+// callback, while the lock manager still holds its locks (they are freed
+// right after); the supervisor's notifier of the database sends them
+// (pg/supervisor.cpp). A backend that crashes (the server then restarts, and
+// every listener's connection breaks) hands over nothing.
 //
 // Bounds. One transaction queues at most kPerTransaction notifications, and
 // none once PostgreSQL's notification queue is half full (checked at the
@@ -270,7 +269,7 @@ void event(const char* resource, int len, core::LockEvent ev, std::int64_t token
     queue(resource, static_cast<std::size_t>(len), ev, token);
 }
 
-std::uint64_t session_ending() noexcept {
+std::uint64_t session_ending() {
     const std::size_t cap = grants.size();
     if (cap == 0) return 0;
     std::uint64_t dropped = 0;

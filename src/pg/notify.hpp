@@ -21,7 +21,7 @@ void event(const char* resource, int len, core::LockEvent ev, std::int64_t token
 // From a before_shmem_exit callback: the events go to the supervisor, which
 // has them sent (nothing here starts a transaction or waits). Returns how
 // many could not be queued.
-std::uint64_t session_ending() noexcept;
+std::uint64_t session_ending();
 // The grant of key this session announced (its name and token), or
 // resource == nullptr.
 struct Announced {

@@ -257,7 +257,7 @@ int lease_ending_held() noexcept {
     return s != nullptr && s->pid == MyProcPid ? static_cast<int>(pg_atomic_read_u32(const_cast<pg_atomic_uint32*>(&s->ended_held))) : 0;
 }
 
-bool post_event(core::LockEvent ev, const char* resource, std::size_t len, std::int64_t token) noexcept {
+bool post_event(core::LockEvent ev, const char* resource, std::size_t len, std::int64_t token) {
     if (shared == nullptr) return false;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     const bool ok = add_event_locked(MyDatabaseId, ev, resource, len, token, unix_now_us());
@@ -267,7 +267,7 @@ bool post_event(core::LockEvent ev, const char* resource, std::size_t len, std::
 }
 
 bool post_delay(std::uint64_t key, std::int64_t delay_ms, LOCKMODE mode, bool announce, const char* resource,
-                std::size_t len, std::int64_t token) noexcept {
+                std::size_t len, std::int64_t token) {
     const bool is_shared = mode == kSharedMode;
     if (shared == nullptr || len > kNameMax) return false;
     const std::int64_t until_mono = monotonic_us() + delay_ms * 1000;
@@ -297,7 +297,7 @@ bool post_delay(std::uint64_t key, std::int64_t delay_ms, LOCKMODE mode, bool an
     return ok;
 }
 
-std::int64_t delay_left_ms(std::uint64_t key, bool for_shared) noexcept {
+std::int64_t delay_left_ms(std::uint64_t key, bool for_shared) {
     if (shared == nullptr || pg_atomic_read_u32(&shared->delays_in_use) == 0) return 0;
     const std::int64_t now = monotonic_us();
     std::int64_t until = 0;

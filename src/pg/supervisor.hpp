@@ -61,22 +61,22 @@ std::int64_t lease_ending_ms() noexcept;
 int lease_ending_held() noexcept;
 
 // From the exit callback, for this backend's database: a lock event of the
-// ending session (lost). Never raises, never waits; false when the queue
+// ending session (lost). Never waits (an LWLock, briefly); false when the queue
 // is full (the caller counts it as dropped).
-bool post_event(core::LockEvent ev, const char* resource, std::size_t len, std::int64_t token) noexcept;
+bool post_event(core::LockEvent ev, const char* resource, std::size_t len, std::int64_t token);
 
 // From the exit callback: the grant of `key`, held in `mode` (kSharedMode:
 // a shared hold), ended uncleanly; nobody is granted it until delay_ms has
 // passed. announce: send delay_ended for it (resource, token) when the delay
 // is over. False when the table is full.
 bool post_delay(std::uint64_t key, std::int64_t delay_ms, LOCKMODE mode, bool announce, const char* resource,
-                std::size_t len, std::int64_t token) noexcept;
+                std::size_t len, std::int64_t token);
 
 // For an acquisition holding the lock of `key` in this database: how long
 // (ms, rounded up) the lock-delay of a lost grant still keeps it from being
 // granted; 0 when none does. A shared acquisition is kept out only by the
 // delay of an exclusive grant.
-std::int64_t delay_left_ms(std::uint64_t key, bool shared) noexcept;
+std::int64_t delay_left_ms(std::uint64_t key, bool shared);
 
 // Waits, holding the resource lock, until the delay of `key` is over: at most
 // wait_ms (-1: no bound). False when the bound ran out first (nothing is

@@ -68,6 +68,16 @@ sub wait_for_waiters
 	return;
 }
 
+# Terminates the backend $pid; returns the server's clock just before (the
+# delay starts later, as the backend exits: a lower bound never too late).
+sub terminated_at
+{
+	my ($pid) = @_;
+	my $at = now_epoch();
+	sql("SELECT pg_terminate_backend($pid)") eq 't' or die "could not terminate $pid";
+	return $at;
+}
+
 # The granted token and time of a waiter.
 sub granted
 {
@@ -89,7 +99,7 @@ wait_for_waiters('ld:term', 1);
 is(sql("SELECT delay_until IS NULL FROM fencing.locks WHERE resource = 'ld:term' AND granted"),
 	't', 'no delay while the holder holds');
 
-my $killed_at = sql("SELECT extract(epoch FROM clock_timestamp()) FROM pg_terminate_backend($pid_h) t WHERE t");
+my $killed_at = terminated_at($pid_h);
 ok($killed_at > 0, 'holder terminated');
 # The other fencing lock and the application's advisory lock are free at once.
 $node->poll_query_until('postgres', "SELECT fencing.try_acquire('ld:other') IS NOT NULL")
@@ -188,7 +198,7 @@ $x->query_safe("BEGIN; INSERT INTO work VALUES (1, 'uncommitted'); SELECT fencin
 my $pid_x = $x->query_safe('SELECT pg_backend_pid()');
 my $wx = waiter('ld:xact');
 wait_for_waiters('ld:xact', 1);
-my $x_killed_at = sql("SELECT extract(epoch FROM clock_timestamp()) FROM pg_terminate_backend($pid_x) t WHERE t");
+my $x_killed_at = terminated_at($pid_x);
 # Its transaction is rolled back at once: the row's key is free.
 my $row_at = sql("INSERT INTO work VALUES (1, 'after'); SELECT extract(epoch FROM clock_timestamp())");
 cmp_ok($row_at - $x_killed_at, '<', 1.5, 'transaction scope: the lost transaction is rolled back at once');
@@ -228,7 +238,7 @@ for my $case (['release', "SELECT fencing.acquire('ld:clean', lock_delay => '2 s
 	my $wp = waiter('ld:pool', ', permits => 1');
 	$node->poll_query_until('postgres',
 		"SELECT count(*) >= 1 FROM fencing.locks WHERE resource = 'ld:pool' AND NOT granted") or die;
-	my $at = sql("SELECT extract(epoch FROM clock_timestamp()) FROM pg_terminate_backend($pid_p) t WHERE t");
+	my $at = terminated_at($pid_p);
 	is(sql("SELECT permit FROM fencing.locks WHERE resource = 'ld:pool' AND granted AND delay_until IS NOT NULL"),
 		'1', 'a permit in its delay shows in fencing.locks');
 	my (undef, $at_p, $err_p) = granted($wp);
@@ -239,7 +249,7 @@ for my $case (['release', "SELECT fencing.acquire('ld:clean', lock_delay => '2 s
 	my $r = session();
 	$r->query_safe("SELECT fencing.acquire('ld:shared', shared => true, lock_delay => '2 s')");
 	my $pid_r = $r->query_safe('SELECT pg_backend_pid()');
-	my $at_r = sql("SELECT extract(epoch FROM clock_timestamp()) FROM pg_terminate_backend($pid_r) t WHERE t");
+	my $at_r = terminated_at($pid_r);
 	$node->poll_query_until('postgres',
 		"SELECT delay_until IS NOT NULL FROM fencing.locks WHERE resource = 'ld:shared' AND granted") or die;
 	is(sql("SELECT fencing.try_acquire('ld:shared', shared => true) IS NOT NULL"), 't',

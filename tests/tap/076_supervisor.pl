@@ -37,7 +37,7 @@ $node->safe_psql('postgres', q{
   CREATE EXTENSION fencing;
   CREATE TABLE acct (id int PRIMARY KEY, v int, fence_token fencing.token);
   SELECT fencing.protect('acct');
-  INSERT INTO acct VALUES (1, 0, NULL);
+  INSERT INTO acct VALUES (1, 0, fencing.acquire_xact('acct:0'));
 });
 
 sub q1 { return $node->safe_psql('postgres', $_[0]); }
