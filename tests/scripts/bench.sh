@@ -566,5 +566,9 @@ if [ "$profile" = full ]; then
   fi
 fi
 
+# ======================================================================== S ==
+log "S: the supervisor: its CPU with 10,000 leased holds; cycles with a lease"
+bash "$BENCH_DIR/supervisor.sh" "$(conn bench)" "$RESULTS" || log "the supervisor benchmark failed"
+
 log "all benchmarks done in $(elapsed)s"
 make_report 0
