@@ -260,6 +260,8 @@ class Cluster:
                     "max_replication_slots": 10,
                     "max_connections": 100,
                     "max_locks_per_transaction": 128,
+                    # leases and lock-delays need the supervisor
+                    "shared_preload_libraries": "fencing",
                     "fencing.require_sync_standby": "on",
                     # Small counter windows: failovers meet every point of
                     # the hand-over from one counter record to the next.
