@@ -115,29 +115,29 @@ bool acquire_shared(const AcquireCall& c, std::int64_t* out) {
     if (!c.try_only) {
         lock_or_report(r, rtag, kSharedMode, c.session, left_of(c.wait_ms, asked_at));
     }
-    // A lost exclusive grant's lock-delay keeps shared holds out too.
-    if (!lock_delay_wait_out(r.key, true, c.try_only, c.try_only ? 0 : left_of(c.wait_ms, asked_at))) {
-        LockRelease(&rtag, kSharedMode, c.session);
-        if (!c.session) LockRelease(&mark, AccessShareLock, false);
-        if (c.try_only) return false;
-        report_lock_not_acquired(r, c.wait_ms);
-    }
     std::int64_t token = 0;
+    volatile bool delayed = false;
     PG_TRY();
     {
-        // Under the shared lock no token of the resource is issued: its
-        // latest token stays the one read here while the hold lasts.
-        const StateRow row = read_state(r.key, r.data, r.len);
-        if (!row.found)
-            ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                            errmsg("fencing resource \"%.*s\" has no token", r.len, r.data),
-                            errdetail("Its fence state was removed (fencing.forget) while the shared hold was on "
-                                      "its way."),
-                            errhint("Acquire it again.")));
-        token = row.token;
-        // A validate() probe may hold the tag in ShareLock for an instant.
-        const LOCKTAG ttag = token_tag(token);
-        (void)LockAcquire(&ttag, kTokenSharedMode, c.session, false);
+        // A lost exclusive grant's lock-delay keeps shared holds out too.
+        if (!lock_delay_wait_out(r.key, true, c.try_only, c.try_only ? 0 : left_of(c.wait_ms, asked_at))) {
+            if (!c.try_only) report_lock_not_acquired(r, c.wait_ms);
+            delayed = true;
+        } else {
+            // Under the shared lock no token of the resource is issued: its
+            // latest token stays the one read here while the hold lasts.
+            const StateRow row = read_state(r.key, r.data, r.len);
+            if (!row.found)
+                ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                                errmsg("fencing resource \"%.*s\" has no token", r.len, r.data),
+                                errdetail("Its fence state was removed (fencing.forget) while the shared hold was on "
+                                          "its way."),
+                                errhint("Acquire it again.")));
+            token = row.token;
+            // A validate() probe may hold the tag in ShareLock for an instant.
+            const LOCKTAG ttag = token_tag(token);
+            (void)LockAcquire(&ttag, kTokenSharedMode, c.session, false);
+        }
     }
     PG_CATCH();
     {
@@ -145,6 +145,11 @@ bool acquire_shared(const AcquireCall& c, std::int64_t* out) {
         PG_RE_THROW();
     }
     PG_END_TRY();
+    if (delayed) {  // only try_only gets here
+        LockRelease(&rtag, kSharedMode, c.session);
+        if (!c.session) LockRelease(&mark, AccessShareLock, false);
+        return false;
+    }
     core::GrantTraits t;
     t.shared = true;
     t.base = r.key;

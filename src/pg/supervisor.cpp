@@ -601,7 +601,10 @@ long dispatch_events() {
     return waiting ? 100 : 250;
 }
 
-volatile sig_atomic_t got_sigterm = 0;
+// The supervisor's exit: nobody should set its latch any more (the
+// postmaster starts a new one a second later; delays and events wait for it
+// in shared memory).
+void forget_supervisor(int, Datum) { pg_atomic_write_u32(&shared->supervisor_procno, UINT32_MAX); }
 
 }  // namespace
 
@@ -630,6 +633,7 @@ void fencing_supervisor_main(Datum) {
     leased = static_cast<int*>(MemoryContextAllocZero(TopMemoryContext, sizeof(int) * n));
     tick_context = AllocSetContextCreate(TopMemoryContext, "fencing supervisor tick", ALLOCSET_DEFAULT_SIZES);
     pg_atomic_write_u32(&shared->supervisor_procno, static_cast<std::uint32_t>(compat::my_proc_number()));
+    before_shmem_exit(forget_supervisor, (Datum)0);
 
     for (;;) {
         ResetLatch(MyLatch);
