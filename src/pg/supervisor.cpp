@@ -113,6 +113,7 @@ struct Shared {
     pg_atomic_uint32 delays_in_use;
     pg_atomic_uint32 events_in_use;
     pg_atomic_uint32 supervisor_procno;  // UINT32_MAX: not running
+    pg_atomic_uint32 sampling_ms;        // the supervisor's sampling period now; 0: not sampling
     std::uint64_t next_seq;
     Delay delays[kMaxDelays];
     Named events[kMaxEvents];
@@ -147,6 +148,7 @@ void startup() {
         pg_atomic_init_u32(&shared->delays_in_use, 0);
         pg_atomic_init_u32(&shared->events_in_use, 0);
         pg_atomic_init_u32(&shared->supervisor_procno, UINT32_MAX);
+        pg_atomic_init_u32(&shared->sampling_ms, 0);
         shared->nslots = MaxBackends;
         for (int i = 0; i < shared->nslots; ++i) {
             SpinLockInit(&shared->slots[i].mutex);
@@ -228,7 +230,6 @@ void publish_leases(const LeasedHold* holds, std::size_t n, bool overflow, std::
         n = kSlotHolds;
         overflow = true;
     }
-    bool wake = false;
     SpinLockAcquire(&s->mutex);
     if (s->pid != MyProcPid) {
         s->pid = MyProcPid;
@@ -237,14 +238,22 @@ void publish_leases(const LeasedHold* holds, std::size_t n, bool overflow, std::
         pg_atomic_write_u32(&s->ended_held, 0);
     }
     s->db = MyDatabaseId;
-    if (shortest_ms > 0 && (s->shortest_ms == 0 || shortest_ms < s->shortest_ms)) wake = true;
     if (shortest_ms > 0 && s->shortest_ms == 0) ++s->epoch;
     s->shortest_ms = shortest_ms;
     s->n = static_cast<std::uint32_t>(n);
     s->overflow = overflow;
     for (std::size_t i = 0; i < n; ++i) s->holds[i] = holds[i];
     SpinLockRelease(&s->mutex);
-    if (wake) wake_supervisor();
+    if (shortest_ms == 0) return;
+    // Wake the supervisor only when it does not sample often enough for this
+    // lease already: it goes on sampling for a while after the last lease is
+    // gone, so that a session cycling through leased grants costs it nothing
+    // but this read. The slot is written before sampling_ms is read, and the
+    // supervisor writes sampling_ms = 0 before it looks at the slots a last
+    // time: one of the two sees the other.
+    pg_memory_barrier();
+    const std::uint32_t sampling = pg_atomic_read_u32(&shared->sampling_ms);
+    if (sampling == 0 || sampling > core::lease_sampling_period_ms(shortest_ms)) wake_supervisor();
 }
 
 std::int64_t lease_ending_ms() noexcept {
@@ -350,6 +359,8 @@ bool* ended = nullptr;  // SIGTERM sent for this epoch
 SlotCopy* copies = nullptr;
 int* leased = nullptr;  // indexes of slots with a lease, this tick
 MemoryContext tick_context = nullptr;
+TimestampTz last_lease_seen = 0;
+constexpr std::int64_t kLingerUs = 10 * USECS_PER_SEC;  // sampling goes on this long after the last lease
 
 struct Notifier {
     Oid db;
@@ -431,7 +442,21 @@ long check_leases() {
         const std::int64_t p = core::lease_sampling_period_ms(c.shortest_ms);
         if (period == 0 || p < period) period = p;
     }
-    if (nleased == 0) return -1;
+    if (nleased == 0) {
+        // Keep the last period for a while: a backend starting a lease then
+        // needs no wake-up (publish_leases).
+        const std::uint32_t last = pg_atomic_read_u32(&shared->sampling_ms);
+        if (last == 0) return -1;
+        if (GetCurrentTimestamp() - last_lease_seen < kLingerUs) return static_cast<long>(last);
+        pg_atomic_write_u32(&shared->sampling_ms, 0);
+        pg_memory_barrier();
+        for (int i = 0; i < shared->nslots; ++i)
+            if (shared->slots[i].shortest_ms != 0) return 0;  // published meanwhile: sample at once
+        return -1;
+    }
+    last_lease_seen = GetCurrentTimestamp();
+    if (pg_atomic_read_u32(&shared->sampling_ms) != static_cast<std::uint32_t>(period))
+        pg_atomic_write_u32(&shared->sampling_ms, static_cast<std::uint32_t>(period));
 
     compat::clear_backend_status();
     const int count = compat::backend_status_count();
@@ -604,7 +629,10 @@ long dispatch_events() {
 // The supervisor's exit: nobody should set its latch any more (the
 // postmaster starts a new one a second later; delays and events wait for it
 // in shared memory).
-void forget_supervisor(int, Datum) { pg_atomic_write_u32(&shared->supervisor_procno, UINT32_MAX); }
+void forget_supervisor(int, Datum) {
+    pg_atomic_write_u32(&shared->supervisor_procno, UINT32_MAX);
+    pg_atomic_write_u32(&shared->sampling_ms, 0);
+}
 
 }  // namespace
 
