@@ -12,8 +12,8 @@
 // Checked: granted and released carry the token acquire returned; nothing
 // for a rolled back transaction (notifications follow commit order, so a
 // later committed event arriving first proves it); acquire_xact's granted
-// then released at commit; a terminated holder's own session sends lost,
-// and a waiter acquires when it hears it. Connection parameters come from
+// then released at commit; a terminated holder's lost arrives (sent by the
+// supervisor's notifier), and a waiter acquires when it hears it. Connection parameters come from
 // the libpq environment (PGHOST, PGPORT, ...); the user must be allowed to
 // call fencing.set_notify (a superuser here).
 'use strict';
@@ -137,8 +137,8 @@ async function main() {
   check(!done, 'the waiter sleeps while the lock is held');
   await setup.query('SELECT pg_terminate_backend($1)', [holderPid]);
   const { token: t4, woke } = await waiter;
-  check(woke !== null && woke.event === 'lost' && woke.token === t3 && woke.pid === holderPid,
-    'a terminated holder: lost, sent by its own session, wakes the waiter');
+  check(woke !== null && woke.event === 'lost' && woke.token === t3 && woke.pid !== holderPid,
+    "a terminated holder: lost, sent for it by the supervisor's notifier, wakes the waiter");
   check(t4 > t3, 'the waiter acquires once it hears the lock is gone');
   await worker.query('SELECT fencing.release_all()');
 
