@@ -51,10 +51,18 @@ std::size_t lock_delay_publish() {
                               : held_by_me(rtag, kXactMode)   ? kXactMode
                                                               : NoLock;
         if (mode == NoLock) continue;
-        const notify::Announced a = notify::announced(key);
-        if (supervisor::post_delay(key, delayed[i].traits.delay_ms, mode, a.resource != nullptr, a.resource, a.len,
-                                   a.token))
+        // delay_ended only for a grant whose lost is announced: one held at
+        // session scope (a transaction's grant never committed).
+        const notify::Announced a = held_at_session_scope(key) ? notify::announced(key) : notify::Announced{};
+        const core::GrantTraits& t = delayed[i].traits;
+        const supervisor::LostGrant g{key, t.delay_ms, mode, t.base, t.permits, a.resource != nullptr,
+                                      a.resource, a.len, a.token};
+        if (supervisor::post_delay(g))
             ++posted;
+        else
+            ereport(LOG, (errmsg("fencing: the lock-delay of a lost grant could not be kept"),
+                          errdetail("The supervisor keeps at most 1024 lock-delays at a time; the resource is "
+                                    "free at once.")));
     }
     return posted;
 }

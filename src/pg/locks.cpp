@@ -166,7 +166,7 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
                         errhint("Acquire fencing locks on the primary.")));
     const core::LockOptions opts = lock_options_arg(fcinfo, try_only);
     // The supervisor enforces leases and keeps lock-delays.
-    if (lease_ms > 0) supervisor::require_for_leases();
+    if (lease_ms > 0) supervisor::require("leases");
     if (opts.delay_ms > 0) supervisor::require("lock-delays");
     if (opts.permits > 0 || opts.shared) {
         const AcquireCall call{r, session, try_only, wait_ms, lease_ms, reentrant, opts};

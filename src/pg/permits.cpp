@@ -182,6 +182,8 @@ void give_back(std::uint64_t base, std::int32_t n, std::uint64_t permit_key, boo
 // and an apparent disagreement must last 100 ms, through twenty looks, to
 // count: holders on their way out are gone by then.
 bool count_disagrees(std::uint64_t base, std::int32_t n) {
+    // A permit kept by a lost grant's lock-delay counts with its count.
+    if (const std::int32_t kept = supervisor::delayed_permit_count(base); kept != 0 && kept != n) return true;
     for (int look = 0;; ++look) {
         const bool same = held_by_others(count_mark(base, n), ExclusiveLock);
         const bool any = same || held_by_others(held_mark(base), ExclusiveLock);

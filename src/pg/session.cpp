@@ -1,5 +1,10 @@
 #include "pg/session.hpp"
 
+extern "C" {
+#include "executor/executor.h"
+#include "tcop/utility.h"
+}
+
 #include "pg/events.hpp"
 #include "pg/lock_tags.hpp"
 #include "pg/supervisor.hpp"
@@ -147,11 +152,42 @@ void apply_leases() noexcept {
     if (shortest > 0) events::leases_enforced();
 }
 
+namespace {
+
+// Every statement the client starts, counted for the supervisor while the
+// session holds a lease: it tells a client that sends statements from one
+// that is silent, whatever track_activities says.
+ExecutorStart_hook_type previous_executor_start = nullptr;
+ProcessUtility_hook_type previous_process_utility = nullptr;
+
+void count_executor_start(QueryDesc* query, int eflags) {
+    if (published_any) supervisor::note_statement();
+    if (previous_executor_start)
+        previous_executor_start(query, eflags);
+    else
+        standard_ExecutorStart(query, eflags);
+}
+
+void count_utility(PlannedStmt* pstmt, const char* query, bool read_only_tree, ProcessUtilityContext context,
+                   ParamListInfo params, QueryEnvironment* env, DestReceiver* dest, QueryCompletion* qc) {
+    if (published_any) supervisor::note_statement();
+    if (previous_process_utility)
+        previous_process_utility(pstmt, query, read_only_tree, context, params, env, dest, qc);
+    else
+        standard_ProcessUtility(pstmt, query, read_only_tree, context, params, env, dest, qc);
+}
+
+}  // namespace
+
 void register_session_callbacks() {
     RegisterXactCallback(xact_callback, nullptr);
     RegisterSubXactCallback(subxact_callback, nullptr);
     previous_emit_log_hook = emit_log_hook;
     emit_log_hook = name_lease_expiry;
+    previous_executor_start = ExecutorStart_hook;
+    ExecutorStart_hook = count_executor_start;
+    previous_process_utility = ProcessUtility_hook;
+    ProcessUtility_hook = count_utility;
 }
 
 }  // namespace fencing::pg

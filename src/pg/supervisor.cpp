@@ -70,7 +70,6 @@ constexpr std::size_t kSlotHolds = 32;   // leased holds a slot lists; more: ove
 constexpr std::size_t kMaxDelays = 1024;  // delays kept at once, all databases
 constexpr std::size_t kMaxEvents = 1024;  // events waiting to be sent, all databases
 constexpr std::size_t kNameMax = core::kMaxResourceBytes;
-constexpr int kNotifierIdleMs = 1000;
 constexpr std::int64_t kEventMaxAgeUs = 30 * USECS_PER_SEC;
 
 struct Slot {
@@ -82,8 +81,15 @@ struct Slot {
     std::uint32_t n;
     bool overflow;
     LeasedHold holds[kSlotHolds];
+    pg_atomic_uint64 statements;      // moved by the backend at every statement it starts
     pg_atomic_uint32 ended_lease_ms;  // written by the supervisor
     pg_atomic_uint32 ended_held;
+    // The supervisor's own: only it reads and writes them. In shared memory
+    // so that a supervisor started again goes on measuring the silences.
+    core::LeaseClock clock;
+    std::uint32_t clock_epoch;
+    int clock_pid;
+    bool ended;  // SIGTERM sent for this epoch
 };
 
 struct Named {
@@ -100,8 +106,10 @@ struct Named {
 struct Delay {
     core::DelayRecord rec;  // its end on CLOCK_MONOTONIC: a wall clock set back or ahead changes nothing
     bool announce;
-    LOCKMODE mode;     // the lost grant's resource lock mode, for fencing.locks
-    int pid;           // the ended backend's
+    LOCKMODE mode;            // the lost grant's resource lock mode, for fencing.locks
+    std::uint64_t base;       // a permit's resource's base key
+    std::int32_t permits;     // and its count of permits; 0: not a permit
+    int pid;                  // the ended backend's
     TimestampTz until;  // the same end on the wall clock, for fencing.locks
     std::int64_t token;
     std::uint16_t len;
@@ -152,8 +160,10 @@ void startup() {
         shared->nslots = MaxBackends;
         for (int i = 0; i < shared->nslots; ++i) {
             SpinLockInit(&shared->slots[i].mutex);
+            pg_atomic_init_u64(&shared->slots[i].statements, 0);
             pg_atomic_init_u32(&shared->slots[i].ended_lease_ms, 0);
             pg_atomic_init_u32(&shared->slots[i].ended_held, 0);
+            new (&shared->slots[i].clock) core::LeaseClock();
         }
     }
     LWLockRelease(AddinShmemInitLock);
@@ -213,14 +223,8 @@ void require(const char* what) {
                     errhint("Add fencing to shared_preload_libraries in postgresql.conf and restart the server.")));
 }
 
-void require_for_leases() {
-    require("leases");
-    if (!pgstat_track_activities)
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("fencing leases need track_activities"),
-                        errdetail("The supervisor tells a silent client from a busy statement by the session's "
-                                  "activity, which is reported only while track_activities is on."),
-                        errhint("Set track_activities = on (the default).")));
+void note_statement() noexcept {
+    if (Slot* s = my_slot()) pg_atomic_fetch_add_u64(&s->statements, 1);
 }
 
 void publish_leases(const LeasedHold* holds, std::size_t n, bool overflow, std::int64_t shortest_ms) noexcept {
@@ -275,28 +279,28 @@ bool post_event(core::LockEvent ev, const char* resource, std::size_t len, std::
     return ok;
 }
 
-bool post_delay(std::uint64_t key, std::int64_t delay_ms, LOCKMODE mode, bool announce, const char* resource,
-                std::size_t len, std::int64_t token) {
-    const bool is_shared = mode == kSharedMode;
-    if (shared == nullptr || len > kNameMax) return false;
-    const std::int64_t until_mono = monotonic_us() + delay_ms * 1000;
-    const TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), delay_ms);
+bool post_delay(const LostGrant& g) {
+    if (shared == nullptr || g.len > kNameMax) return false;
+    const std::int64_t until_mono = monotonic_us() + g.delay_ms * 1000;
+    const TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), g.delay_ms);
     bool ok = false;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     for (auto& d : shared->delays) {
         if (d.rec.used) continue;
         d.rec.used = true;
-        d.rec.shared = is_shared;
+        d.rec.shared = g.mode == kSharedMode;
         d.rec.db = MyDatabaseId;
-        d.rec.key = key;
+        d.rec.key = g.key;
         d.rec.until_us = until_mono;
-        d.announce = announce;
-        d.mode = mode;
+        d.announce = g.announce;
+        d.mode = g.mode;
+        d.base = g.base;
+        d.permits = g.permits;
         d.pid = MyProcPid;
         d.until = until;
-        d.token = token;
-        d.len = static_cast<std::uint16_t>(len);
-        memcpy(d.name, resource, len);
+        d.token = g.token;
+        d.len = static_cast<std::uint16_t>(g.len);
+        if (g.len > 0) memcpy(d.name, g.resource, g.len);
         pg_atomic_fetch_add_u32(&shared->delays_in_use, 1);
         ok = true;
         break;
@@ -318,7 +322,22 @@ std::int64_t delay_left_ms(std::uint64_t key, bool for_shared) {
     return until > now ? (until - now + 999) / 1000 : 0;
 }
 
+std::int32_t delayed_permit_count(std::uint64_t base) {
+    if (shared == nullptr || pg_atomic_read_u32(&shared->delays_in_use) == 0) return 0;
+    const std::int64_t now = monotonic_us();
+    std::int32_t n = 0;
+    LWLockAcquire(shared->lock, LW_SHARED);
+    for (const auto& d : shared->delays)
+        if (d.rec.used && d.permits > 0 && d.base == base && d.rec.db == MyDatabaseId && now < d.rec.until_us)
+            n = d.permits;
+    LWLockRelease(shared->lock);
+    return n;
+}
+
 bool wait_out_delay(std::uint64_t key, bool for_shared, std::int64_t wait_ms) {
+    // lock_timeout bounds this wait for the lock as it bounds the lock
+    // manager's.
+    if (LockTimeout > 0 && (wait_ms < 0 || LockTimeout < wait_ms)) wait_ms = LockTimeout;
     const std::int64_t started = monotonic_us();
     for (;;) {
         const std::int64_t left = delay_left_ms(key, for_shared);
@@ -352,10 +371,6 @@ struct SlotCopy {
 };
 
 // The supervisor's own memory (its process only).
-core::LeaseClock* clocks = nullptr;  // per slot
-std::uint32_t* clock_epochs = nullptr;
-int* clock_pids = nullptr;
-bool* ended = nullptr;  // SIGTERM sent for this epoch
 SlotCopy* copies = nullptr;
 int* leased = nullptr;  // indexes of slots with a lease, this tick
 MemoryContext tick_context = nullptr;
@@ -410,10 +425,10 @@ const PgBackendStatus* status_of(int pid, int count) {
 }
 
 core::BackendWait classify(std::uint32_t wait_event, const PgBackendStatus* st) {
-    if (st == nullptr || st->st_state == STATE_DISABLED || st->st_state == STATE_UNDEFINED)
-        return core::BackendWait::busy;  // nothing to tell silence by
+    // The wait event is in PGPROC whatever track_activities says.
     if (wait_event == WAIT_EVENT_CLIENT_READ) return core::BackendWait::client_read;
     if (wait_event == WAIT_EVENT_CLIENT_WRITE) return core::BackendWait::client_write;
+    if (st == nullptr) return core::BackendWait::busy;
     if (st->st_state == STATE_IDLE || st->st_state == STATE_IDLEINTRANSACTION ||
         st->st_state == STATE_IDLEINTRANSACTION_ABORTED)
         return core::BackendWait::idle_work;  // the server's own work for an idle session
@@ -469,11 +484,12 @@ long check_leases() {
     for (int j = 0; j < nleased; ++j) {
         const int i = leased[j];
         const SlotCopy& c = copies[i];
-        if (clock_epochs[i] != c.epoch || clock_pids[i] != c.pid) {
-            clocks[i].reset();
-            clock_epochs[i] = c.epoch;
-            clock_pids[i] = c.pid;
-            ended[i] = false;
+        Slot& sl = shared->slots[i];
+        if (sl.clock_epoch != c.epoch || sl.clock_pid != c.pid) {
+            sl.clock.reset();
+            sl.clock_epoch = c.epoch;
+            sl.clock_pid = c.pid;
+            sl.ended = false;
         }
         const PGPROC* proc = GetPGProcByNumber(i);
         if (proc->pid != c.pid) continue;  // exited; its slot is cleared soon
@@ -482,13 +498,19 @@ long check_leases() {
         const PgBackendStatus* st = status_of(c.pid, count);
         core::LeaseSample& smp = samples[j];
         smp.wait = classify(ev, st);
+        // Every statement the client starts moves the backend's own counter
+        // (whatever track_activities says); a protocol step also moves the
+        // statement start, COPY FROM data the progress counters.
+        smp.sent = pg_atomic_read_u64(&shared->slots[i].statements) << 40;
         if (st != nullptr) {
-            // A message from the client begins a statement (or a protocol
-            // step) and moves its start; COPY FROM data moves the progress.
-            smp.sent = static_cast<std::uint64_t>(st->st_activity_start_timestamp);
+            smp.sent += static_cast<std::uint64_t>(st->st_activity_start_timestamp);
             for (int k = 0; k < PGSTAT_NUM_PROGRESS_PARAM; ++k)
                 smp.sent += static_cast<std::uint64_t>(st->st_progress_param[k]) << 20;
-            if (smp.wait == core::BackendWait::client_write &&
+            // Waiting for its client on TCP: the socket says whether the
+            // client sends (bytes received: a long message arriving) or
+            // takes data (bytes acknowledged).
+            const bool client = smp.wait == core::BackendWait::client_write || smp.wait == core::BackendWait::client_read;
+            if (client &&
                 (st->st_clientaddr.addr.ss_family == AF_INET || st->st_clientaddr.addr.ss_family == AF_INET6)) {
                 peers[npeers] = st->st_clientaddr.addr;
                 peer_of[npeers++] = j;
@@ -510,10 +532,11 @@ long check_leases() {
     for (int j = 0; j < nleased; ++j) {
         if (!live[j]) continue;
         const int i = leased[j];
-        clocks[i].sample(now, samples[j]);
+        Slot& sl = shared->slots[i];
+        sl.clock.sample(now, samples[j]);
         const bool client =
             samples[j].wait == core::BackendWait::client_read || samples[j].wait == core::BackendWait::client_write;
-        if (client && !ended[i] && clocks[i].over(now, copies[i].shortest_ms)) over[nover++] = i;
+        if (client && !sl.ended && sl.clock.over(now, copies[i].shortest_ms)) over[nover++] = i;
     }
     if (nover > 0) {
         // Never end a session whose leased locks are all gone (released by
@@ -525,12 +548,12 @@ long check_leases() {
             const SlotCopy& c = copies[i];
             std::int64_t shortest = 0;
             const int held = holds_still_held(c, locks, &shortest);
-            if (shortest <= 0 || !clocks[i].over(now, shortest)) continue;
+            if (shortest <= 0 || !shared->slots[i].clock.over(now, shortest)) continue;
             Slot* s = &shared->slots[i];
             pg_atomic_write_u32(&s->ended_held, static_cast<std::uint32_t>(held));
             pg_atomic_write_u32(&s->ended_lease_ms,
                                 static_cast<std::uint32_t>(shortest > INT32_MAX ? INT32_MAX : shortest));
-            if (kill(c.pid, SIGTERM) == 0) ended[i] = true;
+            if (kill(c.pid, SIGTERM) == 0) s->ended = true;
         }
     }
     return static_cast<long>(period);
@@ -595,6 +618,28 @@ bool start_notifier(Oid db) {
     return true;
 }
 
+// Whether database db exists (pg_database is a shared catalog: readable
+// connected to no database, as the autovacuum launcher reads it).
+bool database_exists(Oid db) {
+    MemoryContext tick = CurrentMemoryContext;
+    StartTransactionCommand();
+    const bool exists = SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(db));
+    CommitTransactionCommand();
+    MemoryContextSwitchTo(tick);
+    return exists;
+}
+
+// The events and delays of a dropped database go.
+void forget_database(Oid db) {
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    for (auto& e : shared->events)
+        if (e.used && e.db == db) {
+            e.used = false;
+            pg_atomic_fetch_sub_u32(&shared->events_in_use, 1);
+        }
+    LWLockRelease(shared->lock);
+}
+
 // 3. Queued events: a notifier for each database that has some. Events no
 // notifier could send for kEventMaxAgeUs (the database is gone, no worker
 // slot was free) are dropped. Returns when to look again (ms), or -1.
@@ -620,7 +665,13 @@ long dispatch_events() {
     }
     LWLockRelease(shared->lock);
     bool waiting = more;
-    for (int i = 0; i < ndbs; ++i) waiting |= !start_notifier(dbs[i]);
+    for (int i = 0; i < ndbs; ++i) {
+        if (!database_exists(dbs[i])) {
+            forget_database(dbs[i]);
+            continue;
+        }
+        waiting |= !start_notifier(dbs[i]);
+    }
     // The notifiers tell us (bgw_notify_pid) when they start and stop; look
     // again soon in any case, for events that arrive as one exits.
     return waiting ? 100 : 250;
@@ -652,11 +703,6 @@ void fencing_supervisor_main(Datum) {
     pgstat_report_appname("fencing supervisor");
 
     const int n = shared->nslots;
-    clocks = static_cast<core::LeaseClock*>(MemoryContextAllocZero(TopMemoryContext, sizeof(core::LeaseClock) * n));
-    for (int i = 0; i < n; ++i) new (&clocks[i]) core::LeaseClock();
-    clock_epochs = static_cast<std::uint32_t*>(MemoryContextAllocZero(TopMemoryContext, sizeof(std::uint32_t) * n));
-    clock_pids = static_cast<int*>(MemoryContextAllocZero(TopMemoryContext, sizeof(int) * n));
-    ended = static_cast<bool*>(MemoryContextAllocZero(TopMemoryContext, sizeof(bool) * n));
     copies = static_cast<SlotCopy*>(MemoryContextAllocZero(TopMemoryContext, sizeof(SlotCopy) * n));
     leased = static_cast<int*>(MemoryContextAllocZero(TopMemoryContext, sizeof(int) * n));
     tick_context = AllocSetContextCreate(TopMemoryContext, "fencing supervisor tick", ALLOCSET_DEFAULT_SIZES);
@@ -686,8 +732,9 @@ void fencing_supervisor_main(Datum) {
 }
 
 // A notifier: sends the queued events of one database (the worker's
-// argument) as NOTIFY, in transactions of its own, until it has had none
-// for a second.
+// argument) as NOTIFY, in transactions of its own, and exits as soon as
+// none is left, so that it holds up no DROP DATABASE or CREATE DATABASE ...
+// TEMPLATE of its database (the supervisor starts another for later ones).
 void fencing_notifier_main(Datum arg) {
     const Oid db = DatumGetObjectId(arg);
     pqsignal(SIGTERM, die);
@@ -699,8 +746,7 @@ void fencing_notifier_main(Datum arg) {
     SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
     constexpr int kBatch = 256;
     Named* batch = static_cast<Named*>(MemoryContextAlloc(TopMemoryContext, sizeof(Named) * kBatch));
-    int idle_ms = 0;
-    while (idle_ms < kNotifierIdleMs) {
+    for (;;) {
         CHECK_FOR_INTERRUPTS();
         int n = 0;
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -715,13 +761,7 @@ void fencing_notifier_main(Datum arg) {
             pg_atomic_fetch_sub_u32(&shared->events_in_use, 1);
         }
         LWLockRelease(shared->lock);
-        if (n == 0) {
-            ResetLatch(MyLatch);
-            (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
-            idle_ms += 100;
-            continue;
-        }
-        idle_ms = 0;
+        if (n == 0) break;
         SetCurrentStatementStartTimestamp();
         StartTransactionCommand();
         for (int i = 0; i < n; ++i)

@@ -39,9 +39,9 @@ bool available() noexcept;
 // Raises 55000 unless available(): `what` ("leases", "lock_delay") need the
 // supervisor.
 void require(const char* what);
-// The same for leases, which also need track_activities (the supervisor
-// tells a silent client from a busy statement by pg_stat_activity's data).
-void require_for_leases();
+// A statement of this backend begins (the executor or a utility command):
+// its client did something. Cheap; never raises.
+void note_statement() noexcept;
 
 // One leased hold of this backend, for the supervisor.
 struct LeasedHold {
@@ -65,12 +65,28 @@ int lease_ending_held() noexcept;
 // is full (the caller counts it as dropped).
 bool post_event(core::LockEvent ev, const char* resource, std::size_t len, std::int64_t token);
 
-// From the exit callback: the grant of `key`, held in `mode` (kSharedMode:
-// a shared hold), ended uncleanly; nobody is granted it until delay_ms has
-// passed. announce: send delay_ended for it (resource, token) when the delay
-// is over. False when the table is full.
-bool post_delay(std::uint64_t key, std::int64_t delay_ms, LOCKMODE mode, bool announce, const char* resource,
-                std::size_t len, std::int64_t token);
+// A grant that ended uncleanly with a lock-delay: `key` held in `mode`
+// (kSharedMode: a shared hold); a permit's resource's base key and count of
+// permits (0 for other grants); whether to send delay_ended for it
+// (resource, token) when the delay is over.
+struct LostGrant {
+    std::uint64_t key;
+    std::int64_t delay_ms;
+    LOCKMODE mode;
+    std::uint64_t base;
+    std::int32_t permits;
+    bool announce;
+    const char* resource;
+    std::size_t len;
+    std::int64_t token;
+};
+// From the exit callback: nobody is granted the lost grant's resource until
+// its delay has passed. False when the table is full.
+bool post_delay(const LostGrant& g);
+
+// The count of permits of a permit of the counted resource `base` (this
+// database) kept by a lost grant's lock-delay, or 0.
+std::int32_t delayed_permit_count(std::uint64_t base);
 
 // For an acquisition holding the lock of `key` in this database: how long
 // (ms, rounded up) the lock-delay of a lost grant still keeps it from being

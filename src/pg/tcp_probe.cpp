@@ -33,12 +33,27 @@ bool same_peer(const sockaddr_storage& peer, const inet_diag_msg& m) {
 void dump(int family, int local_port, const sockaddr_storage* peers, std::size_t n, Counters* out) {
     const int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
     if (fd < 0) return;
+    // The request, and a filter the kernel runs on each socket: local port
+    // >= local_port and <= local_port (what `ss sport = :PORT` sends), so
+    // that only the server's own connections come back.
     struct {
         nlmsghdr nlh;
         inet_diag_req_v2 req;
+        rtattr bc_attr;
+        inet_diag_bc_op bc[4];
     } msg;
     memset(&msg, 0, sizeof msg);
     msg.nlh.nlmsg_len = sizeof msg;
+    msg.bc_attr.rta_type = INET_DIAG_REQ_BYTECODE;
+    msg.bc_attr.rta_len = RTA_LENGTH(sizeof msg.bc);
+    // A jump to 4 bytes past the end rejects the socket; running off the
+    // end accepts it.
+    const unsigned short total = sizeof msg.bc;
+    msg.bc[0] = inet_diag_bc_op{INET_DIAG_BC_S_GE, 2 * sizeof(inet_diag_bc_op), static_cast<unsigned short>(total + 4)};
+    msg.bc[1] = inet_diag_bc_op{0, 0, static_cast<unsigned short>(local_port)};
+    msg.bc[2] = inet_diag_bc_op{INET_DIAG_BC_S_LE, 2 * sizeof(inet_diag_bc_op),
+                                static_cast<unsigned short>(total - 2 * sizeof(inet_diag_bc_op) + 4)};
+    msg.bc[3] = inet_diag_bc_op{0, 0, static_cast<unsigned short>(local_port)};
     msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
     msg.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
     msg.req.sdiag_family = static_cast<std::uint8_t>(family);

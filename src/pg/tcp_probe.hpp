@@ -1,5 +1,6 @@
 // The byte counters of the server's TCP connections, read from outside the
-// backends that own them: Linux's sock_diag (inet_diag) netlink interface,
+// backends that own them (only the server port's connections: the kernel
+// filters the dump): Linux's sock_diag (inet_diag) netlink interface,
 // which any process may ask about the sockets of its network namespace
 // (what `ss -ti` shows). The supervisor uses it to tell a client that reads
 // a large result slowly (bytes acknowledged move) from one that stopped.
