@@ -228,6 +228,133 @@ is(scalar(grep { $_ != 1 } values %ended), 0, '... each exactly once');
 finish($_->{s}) for @burst;
 finish($listener);
 
+# ---- 5. what an outside attack found -------------------------------------------------
+
+# track_activities turned off after the acquisition: the lease still ends.
+{
+	my $s = session();
+	my ($pid) = $s->query_safe('SELECT pg_backend_pid()');
+	$s->query_safe("SELECT fencing.acquire('trk:1', lease => '1 s')");
+	$s->query_safe('SET track_activities = off');
+	my $from = time;
+	my $ended;
+	while (time < $from + 6) { if (!alive($pid)) { $ended = time; last; } sleep 0.05; }
+	ok(defined $ended && $ended - $from <= 2.5, 'track_activities off after the acquisition: the lease still ends');
+	finish($s);
+}
+
+# A client sending one long statement slowly over TCP is not silent; once it
+# stops sending, its lease ends.
+{
+	use IO::Socket::INET;
+	my $sock = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $node->port, Proto => 'tcp')
+	  or die "connect: $!";
+	my $user = getpwuid($<);
+	my $params = "user\0$user\0database\0postgres\0\0";
+	print $sock pack('NN', 8 + length($params), 196608) . $params;
+	my $read_until_ready = sub {
+		my $out = '';
+		while (1)
+		{
+			my $hdr = '';
+			read($sock, $hdr, 5) == 5 or return undef;
+			my ($type, $len) = unpack('aN', $hdr);
+			my $body = '';
+			read($sock, $body, $len - 4) if $len > 4;
+			$out .= substr($body, 6) if $type eq 'D';
+			return $out if $type eq 'Z';
+		}
+	};
+	$read_until_ready->() // die 'no ReadyForQuery';
+	my $query = sub { my ($sql) = @_; print $sock pack('aN', 'Q', 5 + length($sql)) . "$sql\0"; return $read_until_ready->(); };
+	my $row = $query->("SELECT pg_backend_pid()::text || ':' || fencing.acquire('tcp:big', lease => '1 s')");
+	my ($pid) = $row =~ /(\d+):/;
+	# A statement of 300 kB: its header, then 3 kB every 100 ms for 3 s.
+	my $filler = 'x' x 300000;
+	my $sql = "SELECT length('$filler')";
+	my $msg = pack('aN', 'Q', 5 + length($sql)) . "$sql\0";
+	$sock->autoflush(1);
+	my $sent = 0;
+	my $t0 = time;
+	while (time < $t0 + 3 && $sent < length($msg) - 3000)
+	{
+		print $sock substr($msg, $sent, 3000);
+		$sent += 3000;
+		sleep 0.1;
+	}
+	ok(alive($pid), 'TCP: a client sending a long statement slowly for 3x its lease keeps its session');
+	is(q1("SELECT fencing.try_acquire('tcp:big') IS NULL"), 't', '... and its lock');
+	my $stopped = time;
+	my $ended;
+	while (time < $stopped + 6) { if (!alive($pid)) { $ended = time; last; } sleep 0.05; }
+	ok(defined $ended && $ended - $stopped <= 2.5, 'TCP: once it stops sending mid-statement, its lease ends');
+	close $sock;
+}
+
+# lock_timeout bounds the wait for a lost grant's delay.
+{
+	my $h = session();
+	my ($pid) = $h->query_safe('SELECT pg_backend_pid()');
+	$h->query_safe("SELECT fencing.acquire('lt:1', lock_delay => '5 s')");
+	q1("SELECT pg_terminate_backend($pid)");
+	finish($h);
+	my $t0 = time;
+	my ($code) = psql_sqlstate($node, 'postgres', "SET lock_timeout = '800ms'; SELECT fencing.acquire('lt:1')");
+	my $took = time - $t0;
+	is($code, '55P03', 'lock_timeout ends the wait for a delay with 55P03');
+	cmp_ok($took, '<', 3.5, "... well before the delay is over ($took s)");
+}
+
+# A permit kept by a delay counts for the one-count rule.
+{
+	my $h = session();
+	my ($pid) = $h->query_safe('SELECT pg_backend_pid()');
+	$h->query_safe("SELECT fencing.acquire('pc:1', permits => 2, lock_delay => '5 s')");
+	q1("SELECT pg_terminate_backend($pid)");
+	finish($h);
+	sleep 0.3;
+	my ($code) = psql_sqlstate($node, 'postgres', "SELECT fencing.acquire('pc:1', permits => 3, wait => '1 s')");
+	is($code, '55T01', 'a permit kept by a lock-delay holds the count: another count gets 55T01');
+}
+
+# DROP DATABASE and CREATE DATABASE ... TEMPLATE right after sessions with
+# delays and notifications ended (events keep coming for several seconds).
+{
+	q1('CREATE DATABASE dw');
+	$node->safe_psql('dw', 'CREATE EXTENSION fencing; SELECT fencing.set_notify(NULL)');
+	my @h;
+	for my $n (1 .. 20)
+	{
+		my $s = $node->background_psql('dw', on_error_stop => 0);
+		my $ms = 500 + $n * 300;
+		$s->query_safe("SELECT fencing.acquire('dw:$n', lock_delay => '$ms ms')");
+		push @h, $s;
+	}
+	finish($_) for @h;
+	sleep 1.5;
+	my ($code) = psql_sqlstate($node, 'postgres', 'CREATE DATABASE dw2 TEMPLATE dw');
+	is($code, '', 'CREATE DATABASE ... TEMPLATE while delay_ended events of the template keep coming');
+	($code) = psql_sqlstate($node, 'postgres', 'DROP DATABASE dw');
+	is($code, '', 'DROP DATABASE while delay_ended events keep coming');
+	q1('DROP DATABASE IF EXISTS dw2');
+}
+
+# A transaction-scoped grant with a delay, its session ended before commit:
+# no lost and no delay_ended (its granted was never sent).
+{
+	my $l = session();
+	$l->query_safe('LISTEN fencing');
+	my $h = session();
+	my ($pid) = $h->query_safe('SELECT pg_backend_pid()');
+	$h->query_safe("BEGIN; SELECT fencing.acquire_xact('nx:1', lock_delay => '1 s')");
+	q1("SELECT pg_terminate_backend($pid)");
+	finish($h);
+	sleep 2.5;
+	my ($out) = $l->query('SELECT 1');
+	unlike($out, qr/nx:1/, 'an uncommitted transaction-scoped grant with a delay: no event at all');
+	finish($l);
+}
+
 # ---- 4. without the preload ------------------------------------------------------------
 
 $node->append_conf('postgresql.conf', "shared_preload_libraries = ''\n");
