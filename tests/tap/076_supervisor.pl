@@ -31,7 +31,9 @@ use FencingTAP qw(psql_sqlstate);
 my $node = PostgreSQL::Test::Cluster->new('supervisor');
 $node->init;
 $node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'fencing'\nmax_connections = 140\nlog_min_messages = warning\n");
+	"shared_preload_libraries = 'fencing'\nmax_connections = 140\nlog_min_messages = warning\n"
+	  . "listen_addresses = '127.0.0.1'\n");
+$node->append_conf('pg_hba.conf', "host all all 127.0.0.1/32 trust\n");
 $node->start;
 $node->safe_psql('postgres', q{
   CREATE EXTENSION fencing;
