@@ -5,6 +5,9 @@
 -- one resource that reach the table, the one with the newer token stays, so
 -- such a dump restores.
 \set VERBOSITY terse
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS fencing;
+RESET client_min_messages;
 SELECT fencing.acquire('t15:a') AS a1 \gset
 SELECT fencing.release('t15:a');
 SELECT fencing.acquire('t15:a') AS a2 \gset
