@@ -111,3 +111,59 @@ BEGIN
   $v$, CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 140000 THEN 'l.waitstart' ELSE 'NULL::timestamptz' END);
 END
 $$;
+
+-------------------------------------------------------------------------------
+-- What \dx+, \df+ and \d+ show: a comment on every object of the extension.
+-------------------------------------------------------------------------------
+COMMENT ON SCHEMA fencing IS 'fencing: fencing tokens, fenced locks with leases, and tables that reject stale writes';
+COMMENT ON FUNCTION fencing.acquire(text, interval, interval, boolean, interval, integer, boolean) IS
+    'Takes the resource''s lock at session scope and returns a new fencing token; waits at most wait, ends the session after lease of client silence';
+COMMENT ON FUNCTION fencing.acquire_xact(text, interval, interval, boolean, interval, integer, boolean) IS
+    'As acquire, with the lock held until the end of the transaction';
+COMMENT ON FUNCTION fencing.try_acquire(text, boolean, interval, integer, boolean) IS
+    'As acquire without waiting: NULL when the resource is busy';
+COMMENT ON FUNCTION fencing.try_acquire_xact(text, boolean, interval, integer, boolean) IS
+    'As acquire_xact without waiting: NULL when the resource is busy';
+COMMENT ON FUNCTION fencing.release(text) IS 'Releases one session hold of the resource; false when the session holds none';
+COMMENT ON FUNCTION fencing.release_all() IS 'Releases every fencing lock this session holds at session scope';
+COMMENT ON FUNCTION fencing.renew(text) IS 'Shows the server that the holder of the resource is alive (any statement does)';
+COMMENT ON FUNCTION fencing.validate(text, bigint) IS
+    'Checks that a grant with this token is still held, and guards the transaction''s writes until it ends (23T01 otherwise)';
+COMMENT ON FUNCTION fencing.current(text) IS 'The latest token issued for the resource, or NULL';
+COMMENT ON FUNCTION fencing.use(bigint) IS 'Sets fencing.token for the current transaction (SET LOCAL with a bind parameter)';
+COMMENT ON FUNCTION fencing.resource_key(text) IS 'The 64-bit lock key of a resource name in this database';
+COMMENT ON FUNCTION fencing.version() IS 'The version of the loaded fencing module';
+COMMENT ON FUNCTION fencing.protect(regclass, name, boolean, text, boolean, boolean) IS
+    'Protects a table: its row writes must carry a token newer than the stored one (23T01 otherwise)';
+COMMENT ON FUNCTION fencing.unprotect(regclass) IS 'Removes the protection of a table';
+COMMENT ON FUNCTION fencing.enforce() IS 'The trigger of protected tables: rejects stale row writes';
+COMMENT ON FUNCTION fencing.forget(interval) IS 'Removes the fence state of resources idle for longer than the interval';
+COMMENT ON FUNCTION fencing.forget_tombstones(interval) IS 'Removes tombstones older than the interval';
+COMMENT ON FUNCTION fencing.advance_past(regclass, bigint) IS 'Moves the token counter past a token (superuser, within the clock bound)';
+COMMENT ON FUNCTION fencing.advance_past_table(regclass) IS 'Moves the token counter past the largest token of a table its caller owns (used by protect)';
+COMMENT ON FUNCTION fencing.tombstone_key_problem(regclass) IS 'Why a table''s primary key cannot carry tombstones, or NULL (used by protect)';
+COMMENT ON FUNCTION fencing.trigger_args(bytea) IS 'Decodes a protection trigger''s arguments';
+COMMENT ON FUNCTION fencing.set_notify(text, boolean) IS 'Enables or disables the lock-event notifications of a resource (NULL: every resource)';
+COMMENT ON FUNCTION fencing.reset_stats() IS 'Sets this database''s statistics back to zero';
+COMMENT ON FUNCTION fencing.stats_data() IS 'The counters behind fencing.stats';
+COMMENT ON FUNCTION fencing.table_stats_data() IS 'The counters behind fencing.table_stats';
+COMMENT ON FUNCTION fencing.lock_delays() IS 'The lost grants in their lock-delay, kept by the supervisor (behind fencing.locks)';
+COMMENT ON FUNCTION fencing.fence_state_loaded() IS 'Keeps the token counter past rows loaded into fencing.fence_state';
+COMMENT ON FUNCTION fencing.fence_state_merge() IS 'Keeps one row per resource in fencing.fence_state, the newest';
+COMMENT ON FUNCTION fencing.key_secret_replace() IS 'Guards the resource key secret against changes while locks are held';
+COMMENT ON FUNCTION fencing.notify_settings_changed() IS 'Brings rows written into fencing.notify_settings to every session, within the bound';
+COMMENT ON FUNCTION fencing.ddl_command_start() IS 'Checks DDL that would change what protected tables check';
+COMMENT ON FUNCTION fencing.ddl_command_end() IS 'Checks DDL that would change what protected tables check';
+COMMENT ON FUNCTION fencing.sql_drop() IS 'Forgets the fencing state of dropped tables';
+COMMENT ON EVENT TRIGGER fencing_ddl_command_start IS 'Checks DDL that would change what protected tables check';
+COMMENT ON EVENT TRIGGER fencing_ddl_command_end IS 'Checks DDL that would change what protected tables check';
+COMMENT ON EVENT TRIGGER fencing_sql_drop IS 'Forgets the fencing state of dropped tables';
+COMMENT ON SEQUENCE fencing.token_seq IS 'The database''s token counter (its page is stamped and WAL-logged ahead)';
+COMMENT ON TABLE fencing.fence_state IS 'Per resource: the latest token, when it was granted, and its lease';
+COMMENT ON TABLE fencing.key_secret IS 'The secret that makes resource keys unguessable';
+COMMENT ON TABLE fencing.notify_settings IS 'The resources whose lock events are notified (NULL: every resource)';
+COMMENT ON TABLE fencing.tombstones IS 'Per protected table and key: the token a row was deleted with';
+COMMENT ON VIEW fencing.locks IS 'One row per held or awaited fencing lock, and per lost grant in its lock-delay';
+COMMENT ON VIEW fencing.protected IS 'The protected tables and how their writes are checked';
+COMMENT ON VIEW fencing.stats IS 'Lock and write statistics of this database (with the preload)';
+COMMENT ON VIEW fencing.table_stats IS 'Stale writes per protected table (with the preload)';
