@@ -3,17 +3,18 @@
 // PG_VERSION_NUM themselves. Included by pg/pg.hpp, after PostgreSQL's
 // headers.
 //
-// Builds against PostgreSQL 13 to 19 (tested: 15, 17, 18; 19 compiles; see
-// docs/install.md), each from a minimum minor release on:
+// Builds against PostgreSQL 15, 17 and 18 (tested) and 19 (compiles; see
+// docs/install.md); 16 takes the branches of 17 and is not tested. Each
+// from a minimum minor release on:
 //
-//   13.17, 14.14, 15.9, 16.5, 17.1: the first minor releases of their majors
-//   with systable_inplace_update_begin/finish/cancel, the locking in-place
-//   update of catalog-style rows that resource_rows.cpp uses (added by the
-//   November 2024 minor releases; heap_inplace_update, which it replaces,
-//   can lose a concurrent update and is gone in 18). A module built against
-//   these headers does not load on an older minor release of its major
-//   (undefined symbol systable_inplace_update_begin): install the minimum
-//   minor release or later. The build refuses older headers.
+//   15.9, 16.5, 17.1: the first minor releases of their majors with
+//   systable_inplace_update_begin/finish/cancel, the locking in-place update
+//   of catalog-style rows that resource_rows.cpp uses (added by the November
+//   2024 minor releases; heap_inplace_update, which it replaces, can lose a
+//   concurrent update and is gone in 18). A module built against these
+//   headers does not load on an older minor release of its major (undefined
+//   symbol systable_inplace_update_begin): install the minimum minor release
+//   or later. The build refuses older headers.
 //
 // Nothing here reads private structures (replication/walsender_private.h and
 // the like): their layout may change within a major (WalSndCtlData's
@@ -22,14 +23,13 @@
 #pragma once
 
 
-#if PG_VERSION_NUM < 130000
-#error "fencing needs PostgreSQL 13 or later"
+#if PG_VERSION_NUM < 150000
+#error "fencing needs PostgreSQL 15 or later"
 #endif
 
-#if (PG_VERSION_NUM < 130017) || (PG_VERSION_NUM >= 140000 && PG_VERSION_NUM < 140014) ||         \
-    (PG_VERSION_NUM >= 150000 && PG_VERSION_NUM < 150009) || (PG_VERSION_NUM >= 160000 && PG_VERSION_NUM < 160005) || \
+#if (PG_VERSION_NUM < 150009) || (PG_VERSION_NUM >= 160000 && PG_VERSION_NUM < 160005) || \
     (PG_VERSION_NUM >= 170000 && PG_VERSION_NUM < 170001)
-#error "fencing needs the minor releases 13.17, 14.14, 15.9, 16.5, 17.1 or later of their majors (systable_inplace_update_begin)"
+#error "fencing needs the minor releases 15.9, 16.5, 17.1 or later of their majors (systable_inplace_update_begin)"
 #endif
 
 extern "C" {
@@ -75,25 +75,13 @@ inline bool is_relation_owner(Oid relid, Oid role) {
 #endif
 }
 
-// Reserves the GUC prefix "fencing." (15 replaced EmitWarningsOnPlaceholders
-// by MarkGUCPrefixReserved, which also removes the placeholders).
-inline void reserve_guc_prefix(const char* prefix) {
-#if PG_VERSION_NUM >= 150000
-    MarkGUCPrefixReserved(prefix);
-#else
-    EmitWarningsOnPlaceholders(prefix);
-#endif
-}
+// Reserves the GUC prefix "fencing." (and removes its placeholders).
+inline void reserve_guc_prefix(const char* prefix) { MarkGUCPrefixReserved(prefix); }
 
-// Inserts a tuple's entry into a unique index (14 added the indexUnchanged
-// hint).
+// Inserts a tuple's entry into a unique index.
 inline void index_insert_unique(Relation irel, Datum* values, bool* nulls, ItemPointer tid, Relation heap,
                                 IndexInfo* info) {
-#if PG_VERSION_NUM >= 140000
     index_insert(irel, values, nulls, tid, heap, UNIQUE_CHECK_YES, false, info);
-#else
-    index_insert(irel, values, nulls, tid, heap, UNIQUE_CHECK_YES, info);
-#endif
 }
 
 // Replaces a tuple in a transactional update, as the server updates catalog
@@ -108,14 +96,8 @@ inline void simple_update(Relation rel, ItemPointer otid, HeapTuple tup) {
 #endif
 }
 
-// The object type an ALTER TABLE statement names (13 called the field relkind).
-inline ObjectType alter_table_object_type(const AlterTableStmt* stmt) {
-#if PG_VERSION_NUM >= 140000
-    return stmt->objtype;
-#else
-    return stmt->relkind;
-#endif
-}
+// The object type an ALTER TABLE statement names.
+inline ObjectType alter_table_object_type(const AlterTableStmt* stmt) { return stmt->objtype; }
 
 // An index scan of HEAP through INDEX with SNAPSHOT and NKEYS keys (18 added
 // the instrumentation argument, 19 the flags).
@@ -128,14 +110,6 @@ inline IndexScanDesc index_scan_begin(Relation heap, Relation index, Snapshot sn
     return index_beginscan(heap, index, snapshot, nkeys, 0);
 #endif
 }
-
-// Leases need 14 or later: their expiry is reported with SQLSTATE 57P05
-// (ERRCODE_IDLE_SESSION_TIMEOUT), which exists from 14 on.
-#if PG_VERSION_NUM >= 140000
-inline constexpr bool has_idle_session_timeout = true;
-#else
-inline constexpr bool has_idle_session_timeout = false;
-#endif
 
 // In-place update of a catalog-style row under the buffer lock, as the
 // server updates pg_class rows (the minimum minor releases above all have
@@ -178,30 +152,23 @@ inline XLogRecPtr sync_standbys_flushed() {
 }
 
 // Shared memory and LWLocks of a preloaded library are requested from the
-// shmem_request_hook from 15 on (15 added it, and refuses requests made
-// elsewhere); before 15, from _PG_init itself. request_shared_memory(fn)
-// arranges for fn to make its requests at the right moment (each module of
-// the library calls it once).
+// shmem_request_hook (which refuses requests made elsewhere).
+// request_shared_memory(fn) arranges for fn to make its requests there (each
+// module of the library calls it once).
 using ShmemRequest = void (*)();
 inline ShmemRequest pending_shmem_requests[4] = {};
 inline int pending_shmem_request_count = 0;
-#if PG_VERSION_NUM >= 150000
 inline shmem_request_hook_type previous_shmem_request_hook = nullptr;
 inline void run_shmem_request() {
     if (previous_shmem_request_hook) previous_shmem_request_hook();
     for (int i = 0; i < pending_shmem_request_count; ++i) pending_shmem_requests[i]();
 }
-#endif
 inline void request_shared_memory(ShmemRequest fn) {
-#if PG_VERSION_NUM >= 150000
     if (pending_shmem_request_count == 0) {
         previous_shmem_request_hook = shmem_request_hook;
         shmem_request_hook = run_shmem_request;
     }
     pending_shmem_requests[pending_shmem_request_count++] = fn;
-#else
-    fn();
-#endif
 }
 
 // This backend's index into ProcGlobal's PGPROC array (17 renamed it
@@ -241,7 +208,7 @@ using GucRecord = config_generic*;
 inline GucRecord guc_record(const char* name) {
 #if PG_VERSION_NUM >= 160000
     return find_option(name, false, true, ERROR);
-#else
+#else  // 15
     config_generic** vars = get_guc_variables();
     const int n = GetNumConfigOptions();
     for (int i = 0; i < n; ++i)
