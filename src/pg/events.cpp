@@ -71,7 +71,7 @@ void account(const Wait& w) {
 
 }  // namespace
 
-void grant_started(std::uint64_t key, const char* resource, int len, std::int64_t token, bool session) noexcept {
+void grant_started(std::uint64_t key, const char* resource, int len, std::int64_t token, bool session) {
     if (stats::collecting()) {
         stats::add(stats::kGrants);
         ensure_exit_callback();
@@ -80,21 +80,21 @@ void grant_started(std::uint64_t key, const char* resource, int len, std::int64_
     if (notify::announcing()) ensure_exit_callback();
 }
 
-void grant_ended(std::uint64_t key, std::int64_t) noexcept { notify::released(key); }
+void grant_ended(std::uint64_t key, std::int64_t) { notify::released(key); }
 
-void grant_lost(const char* resource, int len, std::int64_t token) noexcept {
+void grant_lost(const char* resource, int len, std::int64_t token) {
     notify::event(resource, len, core::LockEvent::lost, token);
 }
 
-void stale_write(Oid relid, bool temporary, bool skipped) noexcept {
+void stale_write(Oid relid, bool temporary, bool skipped) {
     stats::add_table(relid, temporary, skipped ? stats::kStaleSkips : stats::kStaleRejections);
 }
 
-void forgotten(std::int64_t n) noexcept {
+void forgotten(std::int64_t n) {
     if (n > 0) stats::add(stats::kForgets, static_cast<std::uint64_t>(n));
 }
 
-void leases_enforced() noexcept { ensure_exit_callback(); }
+void leases_enforced() { ensure_exit_callback(); }
 
 Wait wait_began() noexcept {
     if (!stats::collecting()) return Wait{0};

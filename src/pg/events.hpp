@@ -27,12 +27,12 @@
 
 namespace fencing::pg::events {
 
-void grant_started(std::uint64_t key, const char* resource, int len, std::int64_t token, bool session) noexcept;
-void grant_ended(std::uint64_t key, std::int64_t token) noexcept;
-void grant_lost(const char* resource, int len, std::int64_t token) noexcept;
-void stale_write(Oid relid, bool temporary, bool skipped) noexcept;
-void forgotten(std::int64_t n) noexcept;
-void leases_enforced() noexcept;
+void grant_started(std::uint64_t key, const char* resource, int len, std::int64_t token, bool session);
+void grant_ended(std::uint64_t key, std::int64_t token);
+void grant_lost(const char* resource, int len, std::int64_t token);
+void stale_write(Oid relid, bool temporary, bool skipped);
+void forgotten(std::int64_t n);
+void leases_enforced();
 
 // Registers the session's exit callback (once): it counts lease expiries and
 // lost grants, and hands the grants with a lock-delay and the "lost" events

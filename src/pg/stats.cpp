@@ -319,7 +319,7 @@ void add(Counter c, std::uint64_t n) noexcept {
     if (Entry* e = database_entry(false)) pg_atomic_fetch_add_u64(&e->c[c], n);
 }
 
-void add_for_database(Oid db, Counter c, std::uint64_t n) noexcept {
+void add_for_database(Oid db, Counter c, std::uint64_t n) {
     if (!detail::attached || !OidIsValid(db)) return;
     LWLockAcquire(shared->lock, LW_SHARED);
     if (Entry* e = find_locked(db, InvalidOid)) pg_atomic_fetch_add_u64(&e->c[c], n);
@@ -335,7 +335,7 @@ void raise_max(Counter c, std::uint64_t v) noexcept {
     }
 }
 
-void add_table(Oid relid, bool temporary, Counter c) noexcept {
+void add_table(Oid relid, bool temporary, Counter c) {
     if (!detail::attached) return;
     add(c);
     Entry* db = database_entry(true);

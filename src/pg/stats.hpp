@@ -44,12 +44,12 @@ void add(Counter c, std::uint64_t n = 1) noexcept;
 void raise_max(Counter c, std::uint64_t v) noexcept;
 // Adds n to a counter of database db, if it has counters (the supervisor's
 // count of events it could not have sent).
-void add_for_database(Oid db, Counter c, std::uint64_t n) noexcept;
+void add_for_database(Oid db, Counter c, std::uint64_t n);
 // A stale write (kStaleRejections or kStaleSkips) on table relid: counted
 // for the database, and for the table while fencing.stats_max_tables allows
 // (otherwise in kTableStatsMissed). A temporary table's counts for the
 // database only: it takes no table entry.
-void add_table(Oid relid, bool temporary, Counter c) noexcept;
+void add_table(Oid relid, bool temporary, Counter c);
 
 namespace detail {
 extern bool attached;
