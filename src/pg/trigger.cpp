@@ -390,6 +390,18 @@ Datum enforce(FunctionCallInfo fcinfo) {
                                   trig->tgname),
                         errhint("Rename the trigger so that its name sorts before \"%s\".", trig->tgname)));
 
+    // (1.2) Never on an unlogged table (protect() and the event triggers
+    // refuse one; DDL while event triggers do not fire, or a check made by
+    // hand, could still get here): crash recovery empties it without
+    // triggers and without tombstones.
+    if (rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("unlogged table \"%s\" cannot be protected", RelationGetRelationName(rel)),
+                        errdetail("Crash recovery empties an unlogged table without firing triggers and leaves no "
+                                  "tombstones, so a stale write could create its rows again."),
+                        errhint("Make it a logged table (ALTER TABLE ... SET LOGGED), or remove trigger \"%s\".",
+                                trig->tgname)));
+
     TupleDesc desc = RelationGetDescr(rel);
     core::WriteInput in;
     in.event = ev;
