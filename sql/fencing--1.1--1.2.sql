@@ -232,3 +232,29 @@ BEGIN
     END LOOP;
 END
 $fn$;
+
+-------------------------------------------------------------------------------
+-- Logical replication does not write fencing's own tables (src/pg/replication.cpp).
+-- A publication FOR ALL TABLES carries them (PostgreSQL publishes every
+-- permanent table, an extension's too); a subscriber's replication workers
+-- would load the publisher's fence state, secret, tombstones and settings
+-- beside its own (the secret's copy fails on every retry: one row only).
+-- These BEFORE ROW triggers, enabled ALWAYS, drop every row change a logical
+-- replication worker makes to them; every other writer passes. Their names
+-- sort before the tables' other BEFORE ROW triggers.
+-------------------------------------------------------------------------------
+CREATE FUNCTION fencing.local_state() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'fencing_local_state' LANGUAGE C;
+REVOKE ALL ON FUNCTION fencing.local_state() FROM PUBLIC;
+CREATE TRIGGER fence_state_local BEFORE INSERT OR UPDATE OR DELETE ON fencing.fence_state
+    FOR EACH ROW EXECUTE FUNCTION fencing.local_state();
+ALTER TABLE fencing.fence_state ENABLE ALWAYS TRIGGER fence_state_local;
+CREATE TRIGGER key_secret_local BEFORE INSERT OR UPDATE OR DELETE ON fencing.key_secret
+    FOR EACH ROW EXECUTE FUNCTION fencing.local_state();
+ALTER TABLE fencing.key_secret ENABLE ALWAYS TRIGGER key_secret_local;
+CREATE TRIGGER tombstones_local BEFORE INSERT OR UPDATE OR DELETE ON fencing.tombstones
+    FOR EACH ROW EXECUTE FUNCTION fencing.local_state();
+ALTER TABLE fencing.tombstones ENABLE ALWAYS TRIGGER tombstones_local;
+CREATE TRIGGER notify_settings_local BEFORE INSERT OR UPDATE OR DELETE ON fencing.notify_settings
+    FOR EACH ROW EXECUTE FUNCTION fencing.local_state();
+ALTER TABLE fencing.notify_settings ENABLE ALWAYS TRIGGER notify_settings_local;

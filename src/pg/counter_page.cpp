@@ -82,8 +82,7 @@ XLogRecPtr incarnation_lsn() {
     Relation rel = table_open(DatabaseRelationId, AccessShareLock);
     HeapTuple tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
     if (!HeapTupleIsValid(tup))
-        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_DATABASE),
-                        errmsg("database with OID %u does not exist", MyDatabaseId)));
+        ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("cache lookup failed for database %u", MyDatabaseId)));
     BlockNumber block = ItemPointerGetBlockNumber(&tup->t_self);
     ReleaseSysCache(tup);
     Buffer buf = ReadBuffer(rel, block);

@@ -43,6 +43,7 @@ extern "C" {
 #include "libpq/pqformat.h"
 #include "miscadmin.h"
 #include "nodes/bitmapset.h"
+#include "replication/logicalworker.h"
 #include "replication/syncrep.h"
 #include "replication/walsender.h"
 #include "storage/bufmgr.h"
