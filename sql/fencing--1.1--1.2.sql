@@ -184,6 +184,10 @@ BEGIN
                    'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L, %L)',
                    '~fencing_enforce', r.nspname, r.relname, col, allow_equal::text, on_stale, fence_deletes::text,
                    use_tombstones::text);
+    -- (1.2) Enabled ALWAYS: it fires in replica mode too (logical
+    -- replication's apply workers, session_replication_role = replica).
+    -- Partitions' clones take it over, those created later too.
+    EXECUTE format('ALTER TABLE %I.%I ENABLE ALWAYS TRIGGER %I', r.nspname, r.relname, '~fencing_enforce');
     FOR d IN WITH RECURSIVE tree(rel) AS (
                  SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
                  UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
@@ -194,6 +198,7 @@ BEGIN
                        'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L, %L)',
                        '~fencing_enforce', d.nspname, d.relname, col, allow_equal::text, on_stale, fence_deletes::text,
                        use_tombstones::text);
+        EXECUTE format('ALTER TABLE %I.%I ENABLE ALWAYS TRIGGER %I', d.nspname, d.relname, '~fencing_enforce');
     END LOOP;
     -- A child that also inherits from a table protected otherwise would be
     -- checked with one of two settings: refused.
@@ -258,3 +263,26 @@ ALTER TABLE fencing.tombstones ENABLE ALWAYS TRIGGER tombstones_local;
 CREATE TRIGGER notify_settings_local BEFORE INSERT OR UPDATE OR DELETE ON fencing.notify_settings
     FOR EACH ROW EXECUTE FUNCTION fencing.local_state();
 ALTER TABLE fencing.notify_settings ENABLE ALWAYS TRIGGER notify_settings_local;
+
+-------------------------------------------------------------------------------
+-- The checks fire in replica mode too (1.2): a logical replication apply
+-- worker (and a session with session_replication_role = replica) runs only
+-- triggers enabled ALWAYS or REPLICA, and wrote protected rows unjudged.
+-- protect() and the event triggers now enable the check ALWAYS; the checks
+-- of tables protected before are enabled ALWAYS here, each by itself (a
+-- check its table's owner disabled stays disabled). On a subscriber, a stale
+-- replicated change is skipped and counted, never an error (src/core/decision).
+-------------------------------------------------------------------------------
+DO $do$
+DECLARE
+    t record;
+BEGIN
+    FOR t IN SELECT n.nspname, c.relname
+               FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE g.tgname = '~fencing_enforce' AND g.tgfoid = 'fencing.enforce()'::regprocedure
+                AND g.tgenabled = 'O'
+              ORDER BY g.tgparentid <> 0, c.oid LOOP
+        EXECUTE format('ALTER TABLE ONLY %I.%I ENABLE ALWAYS TRIGGER %I', t.nspname, t.relname, '~fencing_enforce');
+    END LOOP;
+END
+$do$;

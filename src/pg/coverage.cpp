@@ -166,8 +166,10 @@ void install_check(Oid relid, const bytea* args, Oid enforce) {
     stmt->deferrable = false;
     stmt->initdeferred = false;
     stmt->constrrel = nullptr;
-    (void)CreateTrigger(stmt, "", relid, InvalidOid, InvalidOid, InvalidOid, enforce, InvalidOid, nullptr, false,
-                        false);
+    // Enabled ALWAYS, as protect() enables it (1.2): it fires in replica
+    // mode too, for logical replication's apply workers.
+    (void)CreateTriggerFiringOn(stmt, "", relid, InvalidOid, InvalidOid, InvalidOid, enforce, InvalidOid, nullptr,
+                                false, false, TRIGGER_FIRES_ALWAYS);
     CommandCounterIncrement();
 }
 

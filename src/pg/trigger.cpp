@@ -406,6 +406,8 @@ Datum enforce(FunctionCallInfo fcinfo) {
     core::WriteInput in;
     in.event = ev;
     in.setting = pg::token_setting();
+    // (1.2) A logical replication worker applying a subscription's change.
+    in.replicated = IsLogicalWorker();
     HeapTuple result = nullptr;
     HeapTuple keyrow = nullptr;
     switch (ev) {
@@ -515,6 +517,13 @@ Datum enforce(FunctionCallInfo fcinfo) {
             break;
         case core::Verdict::reject_skip:
             pg::events::stale_write(cs->relid, rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP, true);
+            if (in.replicated)
+                ereport(LOG, (errmsg("skipped a stale replicated change of relation \"%s\"",
+                                     RelationGetRelationName(rel)),
+                              errdetail("%s", d.reason == core::RejectReason::no_token
+                                                  ? "The change carries no fence token."
+                                                  : "Its fence token is not newer than the one the subscriber's row "
+                                                    "(or the tombstone of its key) holds.")));
             return fencing::pg::compat::null_datum();
         case core::Verdict::reject_error:
             pg::events::stale_write(cs->relid, rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP, false);
@@ -526,7 +535,9 @@ Datum enforce(FunctionCallInfo fcinfo) {
         // token into the row would, it needs UPDATE on the token column (a
         // role with DELETE alone must not bar a key with a token of its
         // choosing). An UPDATE's token was checked as it was assigned.
-        const Oid denied = ev == core::WriteEvent::del ? role_denied_token(cs, rel, ACL_UPDATE) : InvalidOid;
+        // (A replicated DELETE records the row's own token: nobody chose it.)
+        const Oid denied =
+            ev == core::WriteEvent::del && !in.replicated ? role_denied_token(cs, rel, ACL_UPDATE) : InvalidOid;
         if (OidIsValid(denied) && denied == GetUserId())
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                             errmsg("permission denied for column \"%s\" of relation \"%s\"",
