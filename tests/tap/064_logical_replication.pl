@@ -25,7 +25,12 @@
 #      also of a key the old primary deleted with a token newer than the
 #      stale one, and new tokens exceed every token of the old primary;
 #  (e) a superuser's session_replication_role = replica on the subscriber
-#      does not get a stale write past the check either.
+#      does not get a stale write past the check either;
+#  (f) (PostgreSQL 16 on) a role that may write the table, create
+#      subscriptions (pg_create_subscription) and CREATE in the database:
+#      its own stale write gets 23T01, and so does nothing through a
+#      subscription of its own, running as itself (run_as_owner), to a
+#      publisher it controls: the stale change is skipped.
 use strict;
 use warnings;
 
@@ -219,6 +224,54 @@ $sub->safe_psql('postgres', 'DROP SUBSCRIPTION sub_app');
 ($rc, $o, $e) = $sub->psql('postgres',
 	"SET session_replication_role = replica; UPDATE accounts SET balance = 1, fence_token = $stale WHERE id = 4");
 like($e, qr/stale fence token/, 'a superuser\'s session_replication_role = replica does not bypass the check');
+
+# ---- (f) a subscription owned by a non-superuser ---------------------------------------
+
+SKIP:
+{
+	skip 'subscriptions owned by non-superusers come with PostgreSQL 16', 4 if $sub->pg_version < 16;
+	my $ddl = q{
+	  CREATE TABLE ledger (id int PRIMARY KEY, v text, fence_token fencing.token);
+	  SELECT fencing.protect('ledger');
+	};
+	$pub->safe_psql('postgres', $ddl . q{
+	  CREATE ROLE repl_user LOGIN REPLICATION PASSWORD 'secret';
+	  GRANT SELECT ON ledger TO repl_user;
+	  CREATE PUBLICATION pub_ledger FOR TABLE ledger;
+	  INSERT INTO ledger VALUES (1, 'old', 1);
+	});
+	# A subscription owned by a non-superuser must log in with a password.
+	my $hba = $pub->data_dir . '/pg_hba.conf';
+	my $lines = PostgreSQL::Test::Utils::slurp_file($hba);
+	open my $fh, '>', $hba or die "$hba: $!";
+	print $fh "local all repl_user scram-sha-256\n$lines";
+	close $fh;
+	$pub->reload;
+	$sub->safe_psql('postgres', $ddl . q{
+	  CREATE ROLE mallory LOGIN;
+	  GRANT pg_create_subscription TO mallory;
+	  GRANT CREATE ON DATABASE postgres TO mallory;
+	  GRANT SELECT, INSERT, UPDATE, DELETE ON ledger TO mallory;
+	});
+	my $t = tok($sub, 'ledger:1');
+	$sub->safe_psql('postgres', "INSERT INTO ledger VALUES (1, 'new', $t)");
+	my ($frc, $fo, $fe) = $sub->psql('postgres', "UPDATE ledger SET v = 'stale', fence_token = 2 WHERE id = 1",
+		extra_params => [ '-U', 'mallory' ]);
+	like($fe, qr/stale fence token/, 'non-superuser: its own stale write is rejected (23T01)');
+	my $conn = $pub->connstr . " dbname=postgres user=repl_user password=secret";
+	($frc, $fo, $fe) = $sub->psql('postgres',
+		"CREATE SUBSCRIPTION sub_mallory CONNECTION '$conn' PUBLICATION pub_ledger WITH (run_as_owner = true, copy_data = false)",
+		extra_params => [ '-U', 'mallory' ]);
+	is($frc, 0, 'non-superuser: creates a subscription of its own, running as itself') or diag($fe);
+	$pub->wait_for_catchup('sub_mallory');
+	$pub->safe_psql('postgres', "UPDATE ledger SET v = 'stale', fence_token = 2 WHERE id = 1");
+	$pub->safe_psql('postgres', "INSERT INTO ledger VALUES (2, 'next', 3)");
+	$pub->wait_for_catchup('sub_mallory');
+	is($sub->safe_psql('postgres', 'SELECT id, v, fence_token FROM ledger ORDER BY id'), "1|new|$t\n2|next|3",
+		'non-superuser: the stale change through its subscription is skipped, the next one applied');
+	ok(!$sub->log_contains('relation "ledger".*stale fence token'), 'non-superuser: the apply worker never failed');
+	$sub->safe_psql('postgres', 'DROP SUBSCRIPTION sub_mallory');
+}
 
 $sub->stop;
 $pub->stop;
