@@ -341,11 +341,11 @@ DROP FUNCTION public.hostile_yes(bigint, bigint), public.hostile_no(bigint, bigi
               pg_temp.hostile_tyes(fencing.token, fencing.token);
 
 ---------------------------------------------------------------------------
--- What bypasses the check, by design:
---  * a superuser with session_replication_role = replica (ordinary
---    triggers do not fire; for replication and restores);
---  * the owner's ALTER TABLE ... DISABLE TRIGGER.
--- The owner can make the first one fire too: ENABLE ALWAYS TRIGGER.
+-- What bypasses the check, by design: the owner's ALTER TABLE ... DISABLE
+-- TRIGGER. (1.2) A superuser with session_replication_role = replica does
+-- not: protect() enables the check ALWAYS, so that it fires in replica mode
+-- (logical replication's apply workers) too; the owner's plain ENABLE
+-- TRIGGER makes it an ordinary trigger again, which replica mode skips.
 ---------------------------------------------------------------------------
 CREATE ROLE regress_fencing22_owner;
 CREATE ROLE regress_fencing22_app;
@@ -356,7 +356,7 @@ SET ROLE regress_fencing22_owner;
 SELECT fencing.protect('bp', fence_deletes => true);
 INSERT INTO bp VALUES (1, 10, 'a'), (2, 10, 'b');
 RESET ROLE;
--- superuser, replica mode: a stale write goes through
+-- superuser, replica mode: the check fires (enabled ALWAYS)
 BEGIN;
 SET LOCAL session_replication_role = replica;
 UPDATE bp SET fence_token = 5, v = 'stale, replica mode' WHERE id = 1;
@@ -370,7 +370,15 @@ UPDATE bp SET fence_token = 4, v = 'stale, trigger disabled' WHERE id = 1;
 ALTER TABLE bp ENABLE TRIGGER "~fencing_enforce";
 COMMIT;
 UPDATE bp SET fence_token = 3 WHERE id = 1;
--- the owner makes the check fire in replica mode as well
+-- enabled as an ordinary trigger now: replica mode skips it
+RESET ROLE;
+BEGIN;
+SET LOCAL session_replication_role = replica;
+UPDATE bp SET fence_token = 3, v = 'stale, replica mode' WHERE id = 1;
+SELECT * FROM bp WHERE id = 1;
+ROLLBACK;
+SET ROLE regress_fencing22_owner;
+-- the owner makes the check fire in replica mode again
 ALTER TABLE bp ENABLE ALWAYS TRIGGER "~fencing_enforce";
 RESET ROLE;
 BEGIN;

@@ -159,7 +159,7 @@ CREATE TABLE pa_eu PARTITION OF pa FOR VALUES IN ('eu');
 CREATE TABLE pa_sub PARTITION OF pa FOR VALUES IN ('x', 'y') PARTITION BY LIST (region);
 CREATE TABLE pa_x PARTITION OF pa_sub FOR VALUES IN ('x');
 SELECT tgrelid::regclass AS rel, tgparentid <> 0 AS cloned, fencing.trigger_args(tgargs) AS args
-  FROM pg_trigger WHERE tgname = '~fencing_enforce' AND tgrelid::regclass::text LIKE 'pa%' ORDER BY 1::text COLLATE "C";
+  FROM pg_trigger WHERE tgname = '~fencing_enforce' AND tgrelid::regclass::text LIKE 'pa%' ORDER BY tgrelid::regclass::text COLLATE "C";
 INSERT INTO pa VALUES (1, 'eu', 10, 'eu'), (1, 'x', 10, 'x');
 UPDATE pa SET fence_token = 5;
 
@@ -218,7 +218,7 @@ INSERT INTO pa_eu VALUES (2, 'eu', NULL, 'no token');
 ALTER TABLE pa DETACH PARTITION pa_sub;
 SELECT tgrelid::regclass AS rel, tgparentid <> 0 AS cloned, fencing.trigger_args(tgargs) AS args
   FROM pg_trigger WHERE tgname = '~fencing_enforce' AND tgrelid::regclass::text LIKE 'pa_sub%'
-     OR tgname = '~fencing_enforce' AND tgrelid IN ('pa_x'::regclass, 'pa_y'::regclass) ORDER BY 1::text COLLATE "C";
+     OR tgname = '~fencing_enforce' AND tgrelid IN ('pa_x'::regclass, 'pa_y'::regclass) ORDER BY tgrelid::regclass::text COLLATE "C";
 UPDATE pa_sub SET fence_token = 5;
 -- Attached again, it takes the partitioned table's check again.
 ALTER TABLE pa ATTACH PARTITION pa_eu FOR VALUES IN ('eu');

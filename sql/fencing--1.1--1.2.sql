@@ -112,6 +112,305 @@ BEGIN
 END
 $$;
 
+-- protect refuses unlogged tables (also among the partitions and inheritance
+-- children a write through the table reaches): crash recovery empties them
+-- without firing triggers and leaves no tombstones. The event triggers
+-- refuse making a checked table unlogged, and fencing.enforce() refuses
+-- writes to an unlogged table (src/pg/coverage.cpp, src/pg/trigger.cpp).
+-------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION fencing.protect(tbl regclass, token_column name DEFAULT NULL, allow_equal boolean DEFAULT false,
+                                on_stale text DEFAULT 'error', fence_deletes boolean DEFAULT true,
+                                tombstones boolean DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    r           record;
+    col         name;
+    coltype     oid;
+    token_type  oid := 'fencing.token'::regtype;
+    n           integer;
+    floor_value bigint;
+    parent_tbl  name;
+    d           record;
+    use_tombstones boolean;
+    problem     text;
+    unlogged    record;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl) THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid USING ERRCODE = '42P01';
+    END IF;
+    SELECT c.oid, c.relname, c.relkind, c.relowner, c.relispartition, c.relpersistence, n.nspname INTO r
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    IF r.relkind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION '"%" is not a table', r.relname USING ERRCODE = '42809',
+              DETAIL = 'Only tables and partitioned tables can be protected.';
+    END IF;
+    IF NOT pg_has_role(current_user, r.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', r.relname USING ERRCODE = '42501',
+              HINT = 'Only the table''s owner or a superuser may protect or unprotect it.';
+    END IF;
+    IF on_stale IS NULL OR on_stale NOT IN ('error', 'skip') THEN
+        RAISE EXCEPTION 'invalid value for on_stale: %', coalesce(quote_literal(on_stale), 'NULL') USING ERRCODE = '22023',
+              HINT = 'on_stale is ''error'' (raise SQLSTATE 23T01) or ''skip'' (leave the row unchanged).';
+    END IF;
+    IF allow_equal IS NULL OR fence_deletes IS NULL THEN
+        RAISE EXCEPTION 'allow_equal and fence_deletes must not be null' USING ERRCODE = '22004';
+    END IF;
+    -- Tombstones by default wherever DELETEs are fenced; they record the
+    -- DELETE's token, which only a fenced DELETE has.
+    IF tombstones AND NOT fence_deletes THEN
+        RAISE EXCEPTION 'tombstones need fence_deletes' USING ERRCODE = '22023',
+              DETAIL = 'A tombstone records the token of the DELETE that removed a row; without fence_deletes a DELETE needs no token.',
+              HINT = 'Protect the table with fence_deletes => true, or without tombstones.';
+    END IF;
+    -- A temporary table gets none: PostgreSQL drops it at the end of its
+    -- session without event triggers, so nothing could remove its
+    -- tombstones with it (fencing_sql_drop removes those of other tables).
+    IF r.relpersistence = 't' AND tombstones THEN
+        RAISE EXCEPTION 'temporary table "%" cannot have tombstones', r.relname USING ERRCODE = '0A000',
+              DETAIL = 'PostgreSQL drops a temporary table at the end of its session without running event triggers, so its tombstones would outlive it.',
+              HINT = 'Protect it without tombstones: fencing.protect(tbl) does so by default for a temporary table.';
+    END IF;
+    use_tombstones := coalesce(tombstones, fence_deletes AND r.relpersistence <> 't');
+    -- (1.2) No unlogged table, nor one a write through tbl reaches (its
+    -- partitions and inheritance children): crash recovery empties it
+    -- without firing triggers and leaves no tombstones, so a stale write
+    -- would create its rows again.
+    SELECT c.relname, c.oid = tbl AS itself INTO unlogged
+      FROM pg_class c
+     WHERE c.relpersistence = 'u'
+       AND c.oid IN (SELECT tbl::oid
+                     UNION ALL
+                     (WITH RECURSIVE tree(rel) AS (
+                          SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
+                          UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
+                      SELECT rel FROM tree))
+     ORDER BY c.oid = tbl DESC, c.relname LIMIT 1;
+    IF unlogged.relname IS NOT NULL THEN
+        RAISE EXCEPTION 'unlogged table "%" cannot be protected', unlogged.relname USING ERRCODE = '0A000',
+              DETAIL = CASE WHEN unlogged.itself THEN ''
+                            ELSE format('Writes through "%s" reach it. ', r.relname) END
+                       || 'Crash recovery empties an unlogged table without firing triggers and leaves no tombstones, so a stale write could create its rows again.',
+              HINT = 'Make it a logged table first: ALTER TABLE ... SET LOGGED.';
+    END IF;
+
+    IF token_column IS NULL THEN
+        SELECT count(*), min(a.attname) INTO n, col
+          FROM pg_attribute a WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.atttypid = token_type;
+        IF n <> 1 THEN
+            SELECT a.attname INTO col FROM pg_attribute a
+             WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = 'fence_token';
+            IF col IS NULL THEN
+                RAISE EXCEPTION 'table "%" has no fence token column', r.relname USING ERRCODE = '42703',
+                      DETAIL = CASE WHEN n > 1 THEN format('It has %s columns of type fencing.token and none is named fence_token.', n)
+                                    ELSE 'It has no column of type fencing.token and no column named fence_token.' END,
+                      HINT = 'Name the column with the token_column argument: fencing.protect(tbl, token_column => ''...'').';
+            END IF;
+        END IF;
+    ELSE
+        SELECT a.attname INTO col FROM pg_attribute a
+         WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = token_column;
+        IF col IS NULL THEN
+            RAISE EXCEPTION 'column "%" of table "%" does not exist', token_column, r.relname USING ERRCODE = '42703',
+                  HINT = 'The token_column argument must name an existing column of type fencing.token or bigint.';
+        END IF;
+    END IF;
+
+    SELECT a.atttypid INTO coltype FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col;
+    IF coltype NOT IN ('bigint'::regtype, token_type) THEN
+        RAISE EXCEPTION 'column "%" of table "%" is of type %', col, r.relname, format_type(coltype, NULL)
+              USING ERRCODE = '42804', HINT = 'A fence token column must be of type fencing.token or bigint.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col AND a.attgenerated <> '') THEN
+        RAISE EXCEPTION 'column "%" of table "%" is a generated column', col, r.relname USING ERRCODE = '0A000',
+              DETAIL = 'BEFORE triggers see a generated column before it is computed.',
+              HINT = 'Use an ordinary column for the token.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce' AND t.tgparentid <> 0) THEN
+        RAISE EXCEPTION 'table "%" is a partition of a protected table', r.relname USING ERRCODE = '55000',
+              DETAIL = 'Its protection comes from the partitioned table it belongs to.',
+              HINT = 'Protect or unprotect the partitioned table instead.';
+    END IF;
+    -- An inheritance child of a protected table carries its parent's check
+    -- (writes through the parent reach its rows): protect the parent.
+    SELECT pc.relname INTO parent_tbl
+      FROM pg_inherits i JOIN pg_trigger t ON t.tgrelid = i.inhparent JOIN pg_class pc ON pc.oid = i.inhparent
+     WHERE i.inhrelid = tbl AND NOT r.relispartition
+       AND t.tgname = '~fencing_enforce' AND t.tgfoid = 'fencing.enforce()'::regprocedure
+     ORDER BY i.inhseqno LIMIT 1;
+    IF parent_tbl IS NOT NULL THEN
+        RAISE EXCEPTION 'table "%" inherits from protected table "%"', r.relname, parent_tbl USING ERRCODE = '55000',
+              DETAIL = 'Writes through the parent reach its rows, so it is checked with the parent''s settings.',
+              HINT = 'Protect or unprotect the parent instead.';
+    END IF;
+
+    -- Every table whose rows a write through tbl reaches gets the check:
+    -- partitions get clones of it (their own checks make way), inheritance
+    -- children (legacy inheritance, at any depth) the same check as their
+    -- own trigger.
+    FOR d IN WITH RECURSIVE tree(rel) AS (
+                 SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
+                 UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
+             SELECT c.oid, c.relname, c.relkind, c.relispartition, n.nspname
+               FROM tree JOIN pg_class c ON c.oid = tree.rel JOIN pg_namespace n ON n.oid = c.relnamespace LOOP
+        IF d.relkind = 'f' AND NOT d.relispartition THEN
+            RAISE EXCEPTION 'foreign table "%" inherits from table "%"', d.relname, r.relname USING ERRCODE = '0A000',
+                  DETAIL = format('Writes through "%s" reach the foreign table, which cannot be protected.', r.relname),
+                  HINT = 'Detach the foreign table (ALTER FOREIGN TABLE ... NO INHERIT) first.';
+        END IF;
+        IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = d.oid AND t.tgname = '~fencing_enforce' AND t.tgparentid = 0) THEN
+            EXECUTE format('DROP TRIGGER %I ON %I.%I', '~fencing_enforce', d.nspname, d.relname);
+        END IF;
+    END LOOP;
+    -- Tombstones remember deleted rows by primary key: the table, and each
+    -- inheritance child (which does not inherit its parent's), needs one.
+    IF use_tombstones THEN
+        FOR d IN SELECT tbl::oid AS oid, r.relname AS relname
+                 UNION ALL
+                 (WITH RECURSIVE tree(rel) AS (
+                      SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
+                      UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
+                  SELECT c.oid, c.relname FROM tree JOIN pg_class c ON c.oid = tree.rel WHERE NOT c.relispartition) LOOP
+            IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = d.oid AND c.relpersistence = 't') THEN
+                RAISE EXCEPTION 'temporary table "%" cannot have tombstones', d.relname USING ERRCODE = '0A000',
+                      DETAIL = format('It inherits from "%s", which would be protected with tombstones; PostgreSQL drops a temporary table at the end of its session without running event triggers, so its tombstones would outlive it.', r.relname),
+                      HINT = 'Protect the table with tombstones => false, or remove the temporary table from it (ALTER TABLE ... NO INHERIT).';
+            END IF;
+            problem := fencing.tombstone_key_problem(d.oid);
+            IF problem IS NOT NULL THEN
+                RAISE EXCEPTION 'table "%" cannot be protected with tombstones', d.relname USING ERRCODE = '0A000',
+                      DETAIL = problem || ' A fenced DELETE records its token per primary key (a tombstone), and an INSERT of a deleted key is judged against it.',
+                      HINT = 'Give it a primary key (not deferrable, of ordinary columns whose types have hash functions), or protect the table with tombstones => false: a row deleted and inserted again is then not judged against the token it was deleted with.';
+            END IF;
+        END LOOP;
+    END IF;
+
+    IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce') THEN
+        EXECUTE format('DROP TRIGGER %I ON %I.%I', '~fencing_enforce', r.nspname, r.relname);
+    END IF;
+    EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE ON %I.%I FOR EACH ROW '
+                   'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L, %L)',
+                   '~fencing_enforce', r.nspname, r.relname, col, allow_equal::text, on_stale, fence_deletes::text,
+                   use_tombstones::text);
+    -- (1.2) Enabled ALWAYS: it fires in replica mode too (logical
+    -- replication's apply workers, session_replication_role = replica).
+    -- Partitions' clones take it over, those created later too.
+    EXECUTE format('ALTER TABLE %I.%I ENABLE ALWAYS TRIGGER %I', r.nspname, r.relname, '~fencing_enforce');
+    FOR d IN WITH RECURSIVE tree(rel) AS (
+                 SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
+                 UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
+             SELECT c.oid, c.relname, n.nspname
+               FROM tree JOIN pg_class c ON c.oid = tree.rel JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE NOT c.relispartition LOOP
+        EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE ON %I.%I FOR EACH ROW '
+                       'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L, %L)',
+                       '~fencing_enforce', d.nspname, d.relname, col, allow_equal::text, on_stale, fence_deletes::text,
+                       use_tombstones::text);
+        EXECUTE format('ALTER TABLE %I.%I ENABLE ALWAYS TRIGGER %I', d.nspname, d.relname, '~fencing_enforce');
+    END LOOP;
+    -- A child that also inherits from a table protected otherwise would be
+    -- checked with one of two settings: refused.
+    SELECT cc.relname AS child, pc.relname AS parent INTO d
+      FROM pg_inherits i JOIN pg_class cc ON cc.oid = i.inhrelid JOIN pg_class pc ON pc.oid = i.inhparent
+      JOIN pg_trigger pt ON pt.tgrelid = i.inhparent AND pt.tgname = '~fencing_enforce'
+      JOIN pg_trigger ct ON ct.tgrelid = i.inhrelid AND ct.tgname = '~fencing_enforce' AND ct.tgparentid = 0
+     WHERE pt.tgargs <> ct.tgargs
+       AND i.inhrelid IN (WITH RECURSIVE tree(rel) AS (
+                              SELECT i2.inhrelid FROM pg_inherits i2 WHERE i2.inhparent = tbl
+                              UNION SELECT i2.inhrelid FROM pg_inherits i2 JOIN tree ON i2.inhparent = tree.rel)
+                          SELECT rel FROM tree)
+     LIMIT 1;
+    IF d.child IS NOT NULL THEN
+        RAISE EXCEPTION 'table "%" inherits from protected tables with different settings', d.child USING ERRCODE = '0A000',
+              DETAIL = format('"%s" is protected with other settings than "%s"; a write through either reaches the rows of "%s", which can carry one check only.',
+                              d.parent, r.relname, d.child),
+              HINT = 'Protect the parent tables with the same settings.';
+    END IF;
+
+    -- Tokens issued from now on must be newer than every token the table
+    -- holds. advance_past_table moves the counter only within the clock bound
+    -- (the clock in microseconds + 4 s), for every role: a table holding
+    -- tokens past it and past the counter is refused (22003), so that no
+    -- table can carry the counter every resource shares out of the clock
+    -- bound (where restored copies could issue tokens again) or exhaust it.
+    PERFORM fencing.advance_past_table(tbl);
+
+    FOR r IN SELECT t.tgname FROM pg_trigger t
+              WHERE t.tgrelid = tbl AND NOT t.tgisinternal AND t.tgenabled <> 'D'
+                AND t.tgname > '~fencing_enforce' COLLATE "C"
+                AND (t.tgtype & 2) <> 0 AND (t.tgtype & 1) <> 0 AND (t.tgtype & (4 | 16)) <> 0 LOOP
+        RAISE WARNING 'trigger "%" fires after the fencing check', r.tgname
+              USING DETAIL = 'Writes to the table are refused while a BEFORE ROW INSERT or UPDATE trigger fires after "~fencing_enforce".',
+                    HINT = 'Rename the trigger so that its name sorts before "~fencing_enforce".';
+    END LOOP;
+END
+$fn$;
+
+-------------------------------------------------------------------------------
+-- Logical replication does not write fencing's own tables (src/pg/replication.cpp).
+-- A publication FOR ALL TABLES carries them (PostgreSQL publishes every
+-- permanent table, an extension's too); a subscriber's replication workers
+-- would load the publisher's fence state, secret, tombstones and settings
+-- beside its own (the secret's copy fails on every retry: one row only).
+-- These BEFORE ROW triggers, enabled ALWAYS, drop every row change a logical
+-- replication worker makes to them; every other writer passes. Their names
+-- sort before the tables' other BEFORE ROW triggers.
+-------------------------------------------------------------------------------
+CREATE FUNCTION fencing.local_state() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'fencing_local_state' LANGUAGE C;
+REVOKE ALL ON FUNCTION fencing.local_state() FROM PUBLIC;
+CREATE TRIGGER fence_state_local BEFORE INSERT OR UPDATE OR DELETE ON fencing.fence_state
+    FOR EACH ROW EXECUTE FUNCTION fencing.local_state();
+ALTER TABLE fencing.fence_state ENABLE ALWAYS TRIGGER fence_state_local;
+CREATE TRIGGER key_secret_local BEFORE INSERT OR UPDATE OR DELETE ON fencing.key_secret
+    FOR EACH ROW EXECUTE FUNCTION fencing.local_state();
+ALTER TABLE fencing.key_secret ENABLE ALWAYS TRIGGER key_secret_local;
+CREATE TRIGGER tombstones_local BEFORE INSERT OR UPDATE OR DELETE ON fencing.tombstones
+    FOR EACH ROW EXECUTE FUNCTION fencing.local_state();
+ALTER TABLE fencing.tombstones ENABLE ALWAYS TRIGGER tombstones_local;
+CREATE TRIGGER notify_settings_local BEFORE INSERT OR UPDATE OR DELETE ON fencing.notify_settings
+    FOR EACH ROW EXECUTE FUNCTION fencing.local_state();
+ALTER TABLE fencing.notify_settings ENABLE ALWAYS TRIGGER notify_settings_local;
+
+-------------------------------------------------------------------------------
+-- The checks fire in replica mode too (1.2): a logical replication apply
+-- worker (and a session with session_replication_role = replica) runs only
+-- triggers enabled ALWAYS or REPLICA, and wrote protected rows unjudged.
+-- protect() and the event triggers now enable the check ALWAYS; the checks
+-- of tables protected before are enabled ALWAYS here, each by itself (a
+-- check its table's owner disabled stays disabled). On a subscriber, a stale
+-- replicated change is skipped and counted, never an error (src/core/decision).
+-------------------------------------------------------------------------------
+DO $do$
+DECLARE
+    t record;
+BEGIN
+    FOR t IN SELECT n.nspname, c.relname
+               FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE g.tgname = '~fencing_enforce' AND g.tgfoid = 'fencing.enforce()'::regprocedure
+                AND g.tgenabled = 'O'
+              ORDER BY g.tgparentid <> 0, c.oid LOOP
+        EXECUTE format('ALTER TABLE ONLY %I.%I ENABLE ALWAYS TRIGGER %I', t.nspname, t.relname, '~fencing_enforce');
+    END LOOP;
+END
+$do$;
+
+-------------------------------------------------------------------------------
+-- fencing's own checks of rows written by SQL fire in replica mode too: a
+-- role allowed to set session_replication_role (PostgreSQL 15 lets a
+-- superuser GRANT SET on it) wrote fence state beyond the clock bound, and
+-- any number of notification settings, past them. Logical replication's
+-- workers meet the *_local triggers first (their names sort first), which
+-- drop their changes.
+-------------------------------------------------------------------------------
+ALTER TABLE fencing.fence_state ENABLE ALWAYS TRIGGER fence_state_merge;
+ALTER TABLE fencing.fence_state ENABLE ALWAYS TRIGGER fence_state_loaded;
+ALTER TABLE fencing.key_secret ENABLE ALWAYS TRIGGER key_secret_replace;
+ALTER TABLE fencing.key_secret ENABLE ALWAYS TRIGGER key_secret_kept;
+ALTER TABLE fencing.notify_settings ENABLE ALWAYS TRIGGER notify_settings_changed;
+
 -------------------------------------------------------------------------------
 -- What \dx+, \df+ and \d+ show: a comment on every object of the extension.
 -------------------------------------------------------------------------------
@@ -147,6 +446,7 @@ COMMENT ON FUNCTION fencing.set_notify(text, boolean) IS 'Enables or disables th
 COMMENT ON FUNCTION fencing.reset_stats() IS 'Sets this database''s statistics back to zero';
 COMMENT ON FUNCTION fencing.stats_data() IS 'The counters behind fencing.stats';
 COMMENT ON FUNCTION fencing.table_stats_data() IS 'The counters behind fencing.table_stats';
+COMMENT ON FUNCTION fencing.local_state() IS 'Drops the row changes logical replication workers make to fencing''s own tables';
 COMMENT ON FUNCTION fencing.lock_delays() IS 'The lost grants in their lock-delay, kept by the supervisor (behind fencing.locks)';
 COMMENT ON FUNCTION fencing.fence_state_loaded() IS 'Keeps the token counter past rows loaded into fencing.fence_state';
 COMMENT ON FUNCTION fencing.fence_state_merge() IS 'Keeps one row per resource in fencing.fence_state, the newest';

@@ -9,8 +9,9 @@ std::int64_t add_sat(std::int64_t a, std::int64_t b) noexcept {
 }
 }  // namespace
 
-bool stamp_vouches(const CounterStamp& on_page, const CounterStamp& here, std::uint64_t page_lsn) noexcept {
-    return page_lsn != 0 && on_page.magic == kStampMagic && on_page.lsn == page_lsn &&
+bool stamp_vouches(const CounterStamp& on_page, const CounterStamp& here, std::uint64_t page_lsn,
+                   std::uint64_t born) noexcept {
+    return page_lsn != 0 && on_page.magic == kStampMagic && on_page.lsn == page_lsn && on_page.lsn > born &&
            on_page.tablespace == here.tablespace && on_page.database == here.database &&
            on_page.relfile == here.relfile && on_page.timeline == here.timeline &&
            on_page.server_start == here.server_start;

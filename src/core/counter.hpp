@@ -31,6 +31,19 @@
 //    move), restored (base backup, PITR), replayed (a standby, crash
 //    recovery) or kept across a restart has no matching stamp: it is a fresh
 //    counter and starts at the clock bound.
+//  - The incarnation. A stamp names a place (database OID, file), and a
+//    place can be taken again: a database dropped and created again under
+//    its old OID (CREATE DATABASE ... OID = n) from a FILE_COPY snapshot of
+//    itself carries a page whose stamp names that very OID, file, timeline
+//    and server run. So a stamp counts only when its record is newer than
+//    the current version of the database's own row in pg_database (the LSN
+//    of the catalog page that holds it): that row is written by CREATE
+//    DATABASE (and ALTER DATABASE), in a shared catalog that no copy of the
+//    database carries, so every record of an earlier incarnation, or of the
+//    database a snapshot was taken of, is older than it. A stamp made before
+//    the row last changed (ALTER DATABASE, a VACUUM that advances
+//    datfrozenxid) no longer counts either: the counter starts fresh once,
+//    above its page, which never lowers a token.
 //
 // A floor (a value the next token must exceed: protect's table, a restored
 // fence state row) moves the counter only within the clock bound: a floor
@@ -67,7 +80,8 @@ struct CounterPage {
     bool is_called = false;
     std::uint64_t lsn = 0;        // end of the newest record
     // Whether the page's stamp matches (stamp_vouches): its newest record was
-    // written by this server run for this very file.
+    // written by this server run for this very file, in this incarnation of
+    // the database.
     bool vouched = true;
 };
 
@@ -85,8 +99,12 @@ inline constexpr std::uint32_t kStampMagic = 0x434e4546;  // "FENC"
 
 // Whether the stamp found on a page (`on_page`) vouches for it: written
 // after the page's newest record (`page_lsn`), for the same file, on the same
-// timeline, by the same server run as `here` (whose lsn is ignored).
-bool stamp_vouches(const CounterStamp& on_page, const CounterStamp& here, std::uint64_t page_lsn) noexcept;
+// timeline, by the same server run as `here` (whose lsn is ignored), and
+// after `born`, the WAL position at which the current incarnation of the
+// database was last recorded (see below): a record older than that was
+// written by an earlier incarnation, or by the one a copy was made of.
+bool stamp_vouches(const CounterStamp& on_page, const CounterStamp& here, std::uint64_t page_lsn,
+                   std::uint64_t born) noexcept;
 
 enum class CounterAction {
     count_down,  // hand out without WAL

@@ -33,9 +33,8 @@ Decision against(Decision d, bool deleted_counts) noexcept {
     return d;
 }
 
-}  // namespace
-
-Decision decide(const WriteInput& in, const ProtectMode& mode) noexcept {
+// The decision for a write of this session's own.
+Decision decide_local(const WriteInput& in, const ProtectMode& mode) noexcept {
     switch (in.event) {
         case WriteEvent::insert: {
             // No existing row to compare with; a row of the key that was
@@ -72,6 +71,22 @@ Decision decide(const WriteInput& in, const ProtectMode& mode) noexcept {
         }
     }
     return reject(mode, RejectReason::no_token, std::nullopt);
+}
+
+}  // namespace
+
+Decision decide(const WriteInput& in, const ProtectMode& mode) noexcept {
+    if (!in.replicated) return decide_local(in, mode);
+    // A replicated DELETE: the publisher judged it with a token the
+    // subscriber never sees; the row's own token is the most it knows.
+    if (in.event == WriteEvent::del && mode.fence_deletes) {
+        Decision d;
+        d.incoming = in.stored;
+        return d;
+    }
+    Decision d = decide_local(in, mode);
+    if (d.verdict == Verdict::reject_error) d.verdict = Verdict::reject_skip;
+    return d;
 }
 
 }  // namespace fencing::core

@@ -38,6 +38,15 @@ struct WriteInput {
     // stored token: a key deleted with token T comes back only with a token
     // newer than T.
     std::optional<std::int64_t> deleted;
+    // (1.2) The write is a logical replication worker's: a change the
+    // publisher judged, applied on a subscriber that has the table protected
+    // too. It is judged against the subscriber's row (and tombstone) like any
+    // write, but a stale one is skipped whatever on_stale says (an error
+    // would stop the apply worker on every retry), and a DELETE, which
+    // carries no token of its own (the publisher's fencing.token is not
+    // replicated), is accepted with the deleted row's token as its own (the
+    // key's tombstone records that token).
+    bool replicated = false;
 };
 
 enum class Verdict {

@@ -55,12 +55,52 @@ core::CounterStamp stamp_here(Relation rel) {
     return s;
 }
 
-bool page_vouched(Relation rel, Page page) {
+// The incarnation of this backend's database: the LSN of the pg_database
+// page that holds the database's row, as this backend last read it (see
+// core/counter.hpp, "The incarnation"). pg_database is a shared catalog:
+// CREATE DATABASE writes the row (whatever the strategy, the template and the
+// OID), no copy of the database carries it, so a counter record written by
+// an earlier database under the same OID, or by the database a snapshot was
+// taken of, is older than it. A backend reads it once, after it connected
+// (after its database was created), and again after an invalidation of the
+// row (ALTER DATABASE, datfrozenxid advanced): a value read earlier is never
+// greater than the current one, and never older than the row's creation.
+XLogRecPtr born_lsn = InvalidXLogRecPtr;
+bool born_valid = false;
+bool born_callback = false;
+
+void forget_born(Datum, int, uint32) {
+    born_valid = false;
+}
+
+XLogRecPtr incarnation_lsn() {
+    if (!born_callback) {
+        CacheRegisterSyscacheCallback(DATABASEOID, forget_born, static_cast<Datum>(0));
+        born_callback = true;
+    }
+    if (born_valid) return born_lsn;
+    Relation rel = table_open(DatabaseRelationId, AccessShareLock);
+    HeapTuple tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
+    if (!HeapTupleIsValid(tup))
+        ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("cache lookup failed for database %u", MyDatabaseId)));
+    BlockNumber block = ItemPointerGetBlockNumber(&tup->t_self);
+    ReleaseSysCache(tup);
+    Buffer buf = ReadBuffer(rel, block);
+    LockBuffer(buf, BUFFER_LOCK_SHARE);
+    XLogRecPtr lsn = PageGetLSN(BufferGetPage(buf));
+    UnlockReleaseBuffer(buf);
+    table_close(rel, AccessShareLock);
+    born_lsn = lsn;
+    born_valid = true;
+    return lsn;
+}
+
+bool page_vouched(Relation rel, Page page, XLogRecPtr born) {
     const char* slot = stamp_slot(page);
     if (slot == nullptr) return false;
     core::CounterStamp on_page;
     memcpy(&on_page, slot, sizeof on_page);
-    return core::stamp_vouches(on_page, stamp_here(rel), PageGetLSN(page));
+    return core::stamp_vouches(on_page, stamp_here(rel), PageGetLSN(page), born);
 }
 
 // The wall clock in microseconds since 1970 (the unit of the clock bound).
@@ -122,6 +162,8 @@ Issued next_counter_value(Oid seq, std::int64_t floor, core::FloorReach reach) {
     Relation rel = relation_open(seq, RowExclusiveLock);
     if (rel->rd_rel->relkind != RELKIND_SEQUENCE || !RelationNeedsWAL(rel))
         ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.token_seq is not a logged sequence")));
+    // Read before the buffer lock: it may read a catalog.
+    const XLogRecPtr born = incarnation_lsn();
     Buffer buf;
     Form_pg_sequence_data seq_data;
     core::CounterPage state;
@@ -132,7 +174,7 @@ Issued next_counter_value(Oid seq, std::int64_t floor, core::FloorReach reach) {
         Page page = BufferGetPage(buf);
         seq_data = sequence_tuple(page);
         state = core::CounterPage{seq_data->last_value, seq_data->log_cnt, seq_data->is_called, PageGetLSN(page),
-                                  page_vouched(rel, page)};
+                                  page_vouched(rel, page, born)};
         if (state.vouched)
             seen.observe(Record{state.lsn, state.is_called ? state.last_value + state.log_cnt : state.last_value});
         plan = core::plan_next_token(state, floor, GetRedoRecPtr(), seen.before(), log_ahead(), clock_us(), reach);

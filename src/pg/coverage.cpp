@@ -166,9 +166,35 @@ void install_check(Oid relid, const bytea* args, Oid enforce) {
     stmt->deferrable = false;
     stmt->initdeferred = false;
     stmt->constrrel = nullptr;
-    (void)CreateTrigger(stmt, "", relid, InvalidOid, InvalidOid, InvalidOid, enforce, InvalidOid, nullptr, false,
-                        false);
+    // Enabled ALWAYS, as protect() enables it (1.2): it fires in replica
+    // mode too, for logical replication's apply workers.
+    (void)CreateTriggerFiringOn(stmt, "", relid, InvalidOid, InvalidOid, InvalidOid, enforce, InvalidOid, nullptr,
+                                false, false, TRIGGER_FIRES_ALWAYS);
     CommandCounterIncrement();
+}
+
+// (1.2) No table that carries the check may be unlogged: crash recovery
+// empties an unlogged table without firing triggers and leaves no
+// tombstones, so a stale write could create its rows again. RELID and every
+// table a write through it reaches (its partitions and inheritance
+// children, which carry the check when it does).
+void refuse_unlogged(Oid relid, Oid enforce, bool made_unlogged) {
+    ListCell* lc;
+    foreach (lc, find_all_inheritors(relid, NoLock, nullptr)) {
+        const Oid rel = lfirst_oid(lc);
+        if (get_rel_persistence(rel) != RELPERSISTENCE_UNLOGGED || !check_of(rel, enforce).found) continue;
+        if (made_unlogged && rel == relid)
+            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                            errmsg("protected table \"%s\" cannot be made unlogged", name_of(rel)),
+                            errdetail("Crash recovery empties an unlogged table without firing triggers and leaves "
+                                      "no tombstones, so a stale write could create its rows again."),
+                            errhint("Keep it logged, or unprotect it first with fencing.unprotect.")));
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("unlogged table \"%s\" cannot be protected", name_of(rel)),
+                        errdetail("Crash recovery empties an unlogged table without firing triggers and leaves no "
+                                  "tombstones, so a stale write could create its rows again."),
+                        errhint("Make it a logged table first: ALTER TABLE ... SET LOGGED.")));
+    }
 }
 
 // Moves the counter past the largest token of a protected table (and of
@@ -290,6 +316,8 @@ bool may_change_coverage(const Node* parsetree) {
     if (parsetree == nullptr) return true;
     if (IsA(parsetree, CreateStmt) || IsA(parsetree, CreateForeignTableStmt)) {
         const CreateStmt* c = reinterpret_cast<const CreateStmt*>(parsetree);
+        // (1.2) An unlogged table, also a partition: it may carry the check.
+        if (c->relation != nullptr && c->relation->relpersistence == RELPERSISTENCE_UNLOGGED) return true;
         return c->inhRelations != NIL && c->partbound == nullptr;
     }
     if (IsA(parsetree, AlterTableStmt)) {
@@ -299,7 +327,8 @@ bool may_change_coverage(const Node* parsetree) {
             const AlterTableCmd* at = static_cast<const AlterTableCmd*>(lfirst(lc));
             if (!IsA(at, AlterTableCmd)) return true;
             if (at->subtype == AT_AddInherit || at->subtype == AT_AttachPartition ||
-                at->subtype == AT_DetachPartition || at->subtype == AT_DetachPartitionFinalize)
+                at->subtype == AT_DetachPartition || at->subtype == AT_DetachPartitionFinalize ||
+                at->subtype == AT_SetUnLogged)
                 return true;
         }
         return false;
@@ -347,6 +376,8 @@ void ddl_command_end(FunctionCallInfo fcinfo) {
         if (cmd->type == SCT_Simple) {
             // CREATE [FOREIGN] TABLE: INHERITS makes it a child at once.
             cover_child(objid[i], false, enforce);
+            // An unlogged partition has the clone of the check already.
+            refuse_unlogged(objid[i], enforce, false);
             continue;
         }
         if (cmd->type != SCT_AlterTable) continue;
@@ -370,6 +401,7 @@ void ddl_command_end(FunctionCallInfo fcinfo) {
                     cb.previous = error_context_stack;
                     error_context_stack = &cb;
                     cover_child(objid[i], true, enforce);
+                    refuse_unlogged(objid[i], enforce, false);
                     join_tombstones(objid[i], enforce);
                     error_context_stack = cb.previous;
                     break;
@@ -378,6 +410,7 @@ void ddl_command_end(FunctionCallInfo fcinfo) {
                     doing = Doing{"attaching", part, objid[i]};
                     cb.previous = error_context_stack;
                     error_context_stack = &cb;
+                    refuse_unlogged(part, enforce, false);
                     advance_past_tokens(part);
                     join_tombstones(part, enforce);
                     error_context_stack = cb.previous;
@@ -390,6 +423,9 @@ void ddl_command_end(FunctionCallInfo fcinfo) {
                     error_context_stack = &cb;
                     keep_detached(objid[i], part, enforce);
                     error_context_stack = cb.previous;
+                    break;
+                case AT_SetUnLogged:  // objid: the table made unlogged
+                    refuse_unlogged(objid[i], enforce, true);
                     break;
                 default:
                     break;

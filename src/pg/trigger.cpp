@@ -390,10 +390,24 @@ Datum enforce(FunctionCallInfo fcinfo) {
                                   trig->tgname),
                         errhint("Rename the trigger so that its name sorts before \"%s\".", trig->tgname)));
 
+    // (1.2) Never on an unlogged table (protect() and the event triggers
+    // refuse one; DDL while event triggers do not fire, or a check made by
+    // hand, could still get here): crash recovery empties it without
+    // triggers and without tombstones.
+    if (rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("unlogged table \"%s\" cannot be protected", RelationGetRelationName(rel)),
+                        errdetail("Crash recovery empties an unlogged table without firing triggers and leaves no "
+                                  "tombstones, so a stale write could create its rows again."),
+                        errhint("Make it a logged table (ALTER TABLE ... SET LOGGED), or remove trigger \"%s\".",
+                                trig->tgname)));
+
     TupleDesc desc = RelationGetDescr(rel);
     core::WriteInput in;
     in.event = ev;
     in.setting = pg::token_setting();
+    // (1.2) A logical replication worker applying a subscription's change.
+    in.replicated = IsLogicalWorker();
     HeapTuple result = nullptr;
     HeapTuple keyrow = nullptr;
     switch (ev) {
@@ -503,6 +517,13 @@ Datum enforce(FunctionCallInfo fcinfo) {
             break;
         case core::Verdict::reject_skip:
             pg::events::stale_write(cs->relid, rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP, true);
+            if (in.replicated)
+                ereport(LOG, (errmsg("skipped a stale replicated change of relation \"%s\"",
+                                     RelationGetRelationName(rel)),
+                              errdetail("%s", d.reason == core::RejectReason::no_token
+                                                  ? "The change carries no fence token."
+                                                  : "Its fence token is not newer than the one the subscriber's row "
+                                                    "(or the tombstone of its key) holds.")));
             return fencing::pg::compat::null_datum();
         case core::Verdict::reject_error:
             pg::events::stale_write(cs->relid, rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP, false);
@@ -514,7 +535,9 @@ Datum enforce(FunctionCallInfo fcinfo) {
         // token into the row would, it needs UPDATE on the token column (a
         // role with DELETE alone must not bar a key with a token of its
         // choosing). An UPDATE's token was checked as it was assigned.
-        const Oid denied = ev == core::WriteEvent::del ? role_denied_token(cs, rel, ACL_UPDATE) : InvalidOid;
+        // (A replicated DELETE records the row's own token: nobody chose it.)
+        const Oid denied =
+            ev == core::WriteEvent::del && !in.replicated ? role_denied_token(cs, rel, ACL_UPDATE) : InvalidOid;
         if (OidIsValid(denied) && denied == GetUserId())
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                             errmsg("permission denied for column \"%s\" of relation \"%s\"",

@@ -280,27 +280,33 @@ TEST(CounterStampTest, VouchesOnlyForTheSameFileRunAndRecord) {
     CounterStamp on_page = here;
     on_page.magic = kStampMagic;
     on_page.lsn = 900;
-    EXPECT_TRUE(stamp_vouches(on_page, here, 900));
+    EXPECT_TRUE(stamp_vouches(on_page, here, 900, 800));
     // The page changed since (another record, a copy's record, setval).
-    EXPECT_FALSE(stamp_vouches(on_page, here, 901));
+    EXPECT_FALSE(stamp_vouches(on_page, here, 901, 800));
     CounterStamp other = here;
     other.database = 6;  // CREATE DATABASE: another database's file
-    EXPECT_FALSE(stamp_vouches(on_page, other, 900));
+    EXPECT_FALSE(stamp_vouches(on_page, other, 900, 800));
     other = here;
     other.tablespace = 1664;  // ALTER DATABASE ... SET TABLESPACE
-    EXPECT_FALSE(stamp_vouches(on_page, other, 900));
+    EXPECT_FALSE(stamp_vouches(on_page, other, 900, 800));
     other = here;
     other.relfile = 16401;
-    EXPECT_FALSE(stamp_vouches(on_page, other, 900));
+    EXPECT_FALSE(stamp_vouches(on_page, other, 900, 800));
     other = here;
     other.timeline = 2;  // promotion, PITR
-    EXPECT_FALSE(stamp_vouches(on_page, other, 900));
+    EXPECT_FALSE(stamp_vouches(on_page, other, 900, 800));
     other = here;
     other.server_start = 778;  // a restart: crash, restore, pg_rewind
-    EXPECT_FALSE(stamp_vouches(on_page, other, 900));
+    EXPECT_FALSE(stamp_vouches(on_page, other, 900, 800));
+    // A record older than the database's current row in pg_database: written
+    // by an earlier database under this OID, or by the one a snapshot was
+    // taken of (CREATE DATABASE ... OID = n), or before an ALTER DATABASE.
+    EXPECT_FALSE(stamp_vouches(on_page, here, 900, 900));
+    EXPECT_FALSE(stamp_vouches(on_page, here, 900, 901));
+    EXPECT_TRUE(stamp_vouches(on_page, here, 900, 0));
     // No stamp (a replayed or copied image has none).
-    EXPECT_FALSE(stamp_vouches(CounterStamp{}, here, 900));
-    EXPECT_FALSE(stamp_vouches(CounterStamp{}, CounterStamp{}, 0));
+    EXPECT_FALSE(stamp_vouches(CounterStamp{}, here, 900, 800));
+    EXPECT_FALSE(stamp_vouches(CounterStamp{}, CounterStamp{}, 0, 0));
 }
 
 // A run on a simulated page with a clock that at times runs slower than the

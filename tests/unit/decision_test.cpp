@@ -573,3 +573,56 @@ TEST(DecisionUpdateSetting, UnchangedNamedColumnDefersToSetting) {
     EXPECT_EQ(d.verdict, Verdict::accept);
     EXPECT_FALSE(d.fill_row);
 }
+
+// ============================================================================
+// (1.2) Replicated writes: a logical replication worker applying a change the
+// publisher judged. Judged like any write, a stale one skipped whatever
+// on_stale says; a DELETE (no token of its own) accepted with the row's
+// token.
+// ============================================================================
+
+namespace {
+WriteInput replicated(WriteInput in) {
+    in.replicated = true;
+    return in;
+}
+}  // namespace
+
+TEST(DecisionReplicated, NewerUpdateAccepted) {
+    for (OnStale s : kBothOnStale)
+        EXPECT_TRUE(accepted(decide(replicated(update(10, 11, true, NUL)), mode(false, s, true)), 11, false));
+}
+
+TEST(DecisionReplicated, StaleUpdateSkippedNeverAnError) {
+    for (OnStale s : kBothOnStale) {
+        EXPECT_TRUE(rejected(decide(replicated(update(10, 9, true, NUL)), mode(false, s, true)), OnStale::skip,
+                             RejectReason::not_newer, 9));
+        EXPECT_TRUE(rejected(decide(replicated(update(10, 10, true, NUL)), mode(false, s, true)), OnStale::skip,
+                             RejectReason::not_newer, 10));
+        EXPECT_TRUE(rejected(decide(replicated(update(10, NUL, true, NUL)), mode(false, s, true)), OnStale::skip,
+                             RejectReason::no_token, NUL));
+    }
+    // allow_equal: an equal token the change assigns passes, as locally.
+    EXPECT_TRUE(accepted(decide(replicated(update(10, 10, true, NUL)), mode(true, OnStale::error, true)), 10, false));
+}
+
+TEST(DecisionReplicated, InsertJudgedAgainstTombstone) {
+    WriteInput in = replicated(insert(20, NUL));
+    in.deleted = 20;
+    Decision d = decide(in, mode(false, OnStale::error, true));
+    EXPECT_TRUE(rejected(d, OnStale::skip, RejectReason::not_newer, 20));
+    EXPECT_TRUE(d.against_deleted);
+    in.row_token = 21;
+    EXPECT_TRUE(accepted(decide(in, mode(false, OnStale::error, true)), 21, false));
+    // No token at all: skipped.
+    EXPECT_TRUE(rejected(decide(replicated(insert(NUL, NUL)), mode()), OnStale::skip, RejectReason::no_token, NUL));
+}
+
+TEST(DecisionReplicated, DeleteAcceptedWithTheRowsToken) {
+    for (OnStale s : kBothOnStale) {
+        EXPECT_TRUE(accepted(decide(replicated(del(10, NUL)), mode(false, s, true)), 10, false));
+        EXPECT_TRUE(accepted(decide(replicated(del(NUL, NUL)), mode(false, s, true)), NUL, false));
+    }
+    // Without fence_deletes: unchecked, as locally.
+    EXPECT_TRUE(decide(replicated(del(10, NUL)), mode(false, OnStale::error, false)).unchecked);
+}

@@ -1,0 +1,37 @@
+// Logical replication and fencing's own state (1.2).
+//
+// fencing.fence_state, fencing.key_secret, fencing.tombstones and
+// fencing.notify_settings belong to the database they are in: its counter,
+// its locks, its secret, the keys deleted from its tables. A publication
+// FOR ALL TABLES carries them too (PostgreSQL publishes every permanent
+// table, an extension's included, and offers no way to leave one out), and
+// a subscriber's apply and table synchronisation workers would load the
+// publisher's rows beside its own: the copy of key_secret's one row fails on
+// every retry (its unique index), and the publisher's fence state and
+// tombstones, under the publisher's keys and table OIDs, would mix with the
+// subscriber's. So each of these tables has a BEFORE ROW trigger, enabled
+// ALWAYS (it fires in replica mode, as the workers run), that drops every row
+// change a logical replication worker makes: the subscription synchronises
+// and applies everything else, and the subscriber's fencing state stays its
+// own. Any other writer (a restore's COPY, a superuser's hand, also under
+// session_replication_role = replica) passes through it unchanged.
+#include "pg/bridge.hpp"
+
+extern "C" {
+#include "commands/trigger.h"
+}
+
+FENCING_FUNCTION(fencing_local_state) {
+    return fencing::pg::guarded("fencing.local_state", [&]() -> Datum {
+        if (!CALLED_AS_TRIGGER(fcinfo))
+            ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                            errmsg("fencing.local_state() was not called by the trigger manager")));
+        TriggerData* td = reinterpret_cast<TriggerData*>(fcinfo->context);
+        if (!TRIGGER_FIRED_BEFORE(td->tg_event) || !TRIGGER_FIRED_FOR_ROW(td->tg_event))
+            ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                            errmsg("fencing.local_state() must be a BEFORE ROW trigger")));
+        // A change replicated from another database's fencing state: skipped.
+        if (IsLogicalWorker()) return PointerGetDatum(nullptr);
+        return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple);
+    });
+}

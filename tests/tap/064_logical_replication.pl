@@ -1,0 +1,278 @@
+# Logical replication between two databases that both have fencing: a
+# publisher and a subscriber, each with its own counter, secret, fence state
+# and tombstones.
+#
+#  (a) a publication FOR ALL TABLES, which carries fencing's own tables too:
+#      the subscription synchronises every table (the copy of
+#      fencing.key_secret's one row does not fail it), and none of the
+#      publisher's fence state, secret, tombstones or notification settings
+#      lands beside the subscriber's, neither in the initial copy nor
+#      replicated later;
+#  (b) a publication of the protected table (the recipe), the subscriber
+#      protecting it too: replicated writes are judged there. A worker whose
+#      token came from the publisher writes there after a newer token wrote
+#      the row on the subscriber: the publisher accepts it, the subscriber
+#      skips it and counts it (fencing.stats, fencing.table_stats, a LOG
+#      line), and the apply worker goes on with the next change;
+#  (c) a fenced DELETE on the publisher leaves a tombstone on the subscriber
+#      (with the deleted row's token), which a stale INSERT there meets;
+#  (d) the cut-over of the operations page: the old primary's writers
+#      fenced off, the subscriber caught up and its subscription disabled,
+#      its counter moved past the publisher's and its tombstones raised to
+#      it; then no stale write through the old primary lands (refused
+#      there; and, when the subscription is enabled again, skipped on the
+#      subscriber), no stale INSERT or UPDATE through the new primary lands,
+#      also of a key the old primary deleted with a token newer than the
+#      stale one, and new tokens exceed every token of the old primary;
+#  (e) a superuser's session_replication_role = replica on the subscriber
+#      does not get a stale write past the check either;
+#  (f) (PostgreSQL 16 on) a role that may write the table, create
+#      subscriptions (pg_create_subscription) and CREATE in the database:
+#      its own stale write gets 23T01, and so does nothing through a
+#      subscription of its own, running as itself (run_as_owner), to a
+#      publisher it controls: the stale change is skipped.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $pub = PostgreSQL::Test::Cluster->new('publisher');
+$pub->init(allows_streaming => 'logical');
+$pub->append_conf('postgresql.conf', q{
+log_min_messages = warning
+log_statement = none
+});
+$pub->start;
+my $sub = PostgreSQL::Test::Cluster->new('subscriber');
+$sub->init;
+$sub->append_conf('postgresql.conf', q{
+shared_preload_libraries = 'fencing'
+log_min_messages = warning
+log_statement = none
+wal_retrieve_retry_interval = 200ms
+});
+$sub->start;
+
+my $schema = q{
+  CREATE EXTENSION fencing;
+  CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL, fence_token fencing.token);
+  SELECT fencing.protect('accounts');
+  CREATE ROLE app LOGIN;
+  GRANT USAGE ON SCHEMA fencing TO app;
+  GRANT SELECT, INSERT, UPDATE, DELETE ON accounts TO app;
+};
+$pub->safe_psql('postgres', $schema);
+$sub->safe_psql('postgres', $schema);
+
+sub tok { my ($node, $res) = @_; return $node->safe_psql('postgres', "SELECT fencing.acquire_xact('$res')"); }
+
+# ---- (a) FOR ALL TABLES --------------------------------------------------------------
+
+# State on both sides before the subscription: fence state, a tombstone, a
+# notification setting.
+for my $node ($pub, $sub)
+{
+	my $t = tok($node, 'acct:1');
+	$node->safe_psql('postgres', "INSERT INTO accounts VALUES (1, 100, $t), (2, 200, $t), (3, 300, $t)");
+	$node->safe_psql('postgres', "BEGIN; SELECT fencing.use(fencing.acquire_xact('acct:3')); DELETE FROM accounts WHERE id = 3; COMMIT");
+	tok($node, $node eq $pub ? 'only-on-publisher' : 'only-on-subscriber');
+	$node->safe_psql('postgres', $node eq $pub ? q{SELECT fencing.set_notify('pub-note')} : q{SELECT fencing.set_notify('sub-note')});
+}
+# The subscriber's copy of the publisher's rows starts from scratch.
+$sub->safe_psql('postgres', 'TRUNCATE accounts');
+
+my $state = q{
+  SELECT (SELECT string_agg(resource, ',' ORDER BY resource) FROM fencing.fence_state),
+         (SELECT encode(secret, 'hex') FROM fencing.key_secret),
+         (SELECT string_agg(resource, ',' ORDER BY resource) FROM fencing.notify_settings)};
+my $tombs = 'SELECT count(*) FROM fencing.tombstones';
+my $sub_before = $sub->safe_psql('postgres', $state);
+my $sub_tombs = $sub->safe_psql('postgres', $tombs);
+
+$pub->safe_psql('postgres', 'CREATE PUBLICATION pub_all FOR ALL TABLES');
+my $connstr = $pub->connstr . ' dbname=postgres';
+$sub->safe_psql('postgres', "CREATE SUBSCRIPTION sub_all CONNECTION '$connstr' PUBLICATION pub_all");
+$sub->wait_for_subscription_sync($pub, 'sub_all');
+is($sub->safe_psql('postgres', q{SELECT count(*) FILTER (WHERE srsubstate NOT IN ('r', 's')), count(*)
+  FROM pg_subscription_rel}), '0|5', 'FOR ALL TABLES: every table of the publication is synchronised');
+is($sub->safe_psql('postgres', 'SELECT id, balance FROM accounts ORDER BY id'), "1|100\n2|200",
+	'FOR ALL TABLES: the protected table is copied');
+is($sub->safe_psql('postgres', $state), $sub_before,
+	'FOR ALL TABLES: the initial copy leaves the subscriber\'s fence state, secret and settings as they were');
+is($sub->safe_psql('postgres', $tombs), $sub_tombs, 'FOR ALL TABLES: the initial copy brings no tombstone');
+
+# Replicated later: new fence state rows, a tombstone, a setting.
+$pub->safe_psql('postgres', q{
+  BEGIN; SELECT fencing.use(fencing.acquire_xact('acct:2')); DELETE FROM accounts WHERE id = 2; COMMIT;
+  SELECT fencing.acquire_xact('later-on-publisher');
+  SELECT fencing.set_notify('later-note');
+  INSERT INTO accounts VALUES (4, 400, fencing.acquire_xact('acct:4'));
+});
+$pub->wait_for_catchup('sub_all');
+is($sub->safe_psql('postgres', 'SELECT id, balance FROM accounts ORDER BY id'), "1|100\n4|400",
+	'FOR ALL TABLES: changes of the protected table are applied');
+is($sub->safe_psql('postgres', $state), $sub_before,
+	'FOR ALL TABLES: replicated changes leave the subscriber\'s fence state, secret and settings as they were');
+# One tombstone more: the subscriber's own, of the replicated DELETE (c).
+is($sub->safe_psql('postgres', $tombs), $sub_tombs + 1,
+	'FOR ALL TABLES: no tombstone of the publisher arrives (one of the subscriber\'s own, for the replicated DELETE)');
+ok(!$sub->log_contains('duplicate key value violates unique constraint "key_secret_one_row"'),
+	'FOR ALL TABLES: the copy of fencing.key_secret never failed');
+$sub->safe_psql('postgres', 'DROP SUBSCRIPTION sub_all');
+$pub->safe_psql('postgres', 'DROP PUBLICATION pub_all');
+
+# ---- (b) replicated writes judged on the subscriber ------------------------------------
+
+# The recipe: a publication of the application's tables.
+$pub->safe_psql('postgres', 'CREATE PUBLICATION pub_app FOR TABLE accounts');
+$sub->safe_psql('postgres', 'TRUNCATE accounts');
+$sub->safe_psql('postgres', "CREATE SUBSCRIPTION sub_app CONNECTION '$connstr' PUBLICATION pub_app");
+$sub->wait_for_subscription_sync($pub, 'sub_app');
+is($sub->safe_psql('postgres', 'SELECT id, balance FROM accounts ORDER BY id'), "1|100\n4|400",
+	'publication of the protected table: copied');
+is($sub->safe_psql('postgres', q{SELECT tgenabled FROM pg_trigger WHERE tgrelid = 'accounts'::regclass
+  AND tgname = '~fencing_enforce'}), 'A', 'the check is enabled ALWAYS: it fires for the apply worker');
+
+sub app_psql
+{
+	my ($node, $q) = @_;
+	my ($rc, $out, $err) = $node->psql('postgres', $q, extra_params => [ '-U', 'app' ]);
+	return ($rc, $out, $err);
+}
+sub skips { return $sub->safe_psql('postgres', q{SELECT stale_skips FROM fencing.stats}); }
+sub table_skips
+{
+	return $sub->safe_psql('postgres',
+		q{SELECT coalesce(sum(stale_skips), 0) FROM fencing.table_stats WHERE tbl = 'accounts'::regclass});
+}
+
+my $stale = tok($pub, 'acct:1');    # a worker on the publisher; its lock is lost later
+my $newer = $stale + 1000;          # the row's token on the subscriber, written after the move
+$sub->safe_psql('postgres', "UPDATE accounts SET balance = 111, fence_token = $newer WHERE id = 1");
+my ($skips0, $tskips0) = (skips(), table_skips());
+# The publisher accepts the stale worker's write: its row is older.
+my ($rc) = app_psql($pub, "UPDATE accounts SET balance = 999, fence_token = $stale WHERE id = 1");
+is($rc, 0, 'the publisher accepts the worker\'s write (its row is older there)');
+my $t4 = tok($pub, 'acct:4');
+$pub->safe_psql('postgres', "UPDATE accounts SET balance = 444, fence_token = $t4 WHERE id = 4");
+$pub->wait_for_catchup('sub_app');
+is($sub->safe_psql('postgres', 'SELECT id, balance, fence_token FROM accounts ORDER BY id'),
+	"1|111|$newer\n4|444|$t4",
+	'the stale replicated change is skipped on the subscriber; the next change is applied');
+is(skips(), $skips0 + 1, 'the skipped change counts in fencing.stats (stale_skips)');
+is(table_skips(), $tskips0 + 1, 'and in fencing.table_stats for the table');
+ok($sub->log_contains('skipped a stale replicated change of relation "accounts"'), 'the skip is logged');
+ok(!$sub->log_contains('stale fence token'), 'the apply worker never failed with 23T01');
+
+# ---- (c) a replicated fenced DELETE leaves a tombstone ---------------------------------
+
+my $r5 = tok($pub, 'acct:5');
+$pub->safe_psql('postgres', "INSERT INTO accounts VALUES (5, 500, $r5)");
+my $s5 = tok($pub, 'acct:5');    # a worker that will be stale
+my $d5 = tok($pub, 'acct:5');    # the one that deletes the row
+$pub->safe_psql('postgres', "BEGIN; SELECT fencing.use($d5); DELETE FROM accounts WHERE id = 5; COMMIT");
+$pub->wait_for_catchup('sub_app');
+is($sub->safe_psql('postgres', "SELECT count(*) FROM accounts WHERE id = 5"), '0', 'the fenced DELETE is replicated');
+is($sub->safe_psql('postgres', "SELECT count(*) FROM fencing.tombstones WHERE token = $r5"), '1',
+	'the subscriber keeps a tombstone of the key, with the deleted row\'s token');
+my ($rc5, $o5, $e5) = app_psql($sub, "INSERT INTO accounts VALUES (5, 5, $r5)");
+like($e5, qr/stale fence token/, 'a stale INSERT of the key on the subscriber meets the tombstone (23T01)');
+
+# ---- (d) the cut-over ---------------------------------------------------------------
+
+# 1. The old primary's writers are fenced off; 2. the subscriber catches up
+# and stops following; 3. its counter moves past every token of the old
+# primary, 4. and so do its tombstones.
+$pub->safe_psql('postgres', 'REVOKE INSERT, UPDATE, DELETE ON accounts FROM app');
+$pub->wait_for_catchup('sub_app');
+$sub->safe_psql('postgres', 'ALTER SUBSCRIPTION sub_app DISABLE');
+my $floor = $pub->safe_psql('postgres', 'SELECT last_value + log_cnt FROM fencing.token_seq');
+$sub->safe_psql('postgres', "SELECT fencing.advance_past('accounts', $floor)");
+$sub->safe_psql('postgres', "UPDATE fencing.tombstones SET token = $floor WHERE token < $floor");
+
+# A stale write through the old primary: refused there.
+($rc, my $o, my $e) = app_psql($pub, "UPDATE accounts SET balance = 888, fence_token = $s5 WHERE id = 4");
+like($e, qr/permission denied/, 'after the cut-over: the old primary refuses the application\'s writes');
+# Stale writes through the new primary: the INSERT of the key the old
+# primary deleted (with a token newer than the stale one), an UPDATE.
+($rc, $o, $e) = app_psql($sub, "INSERT INTO accounts VALUES (5, 55, $s5)");
+like($e, qr/stale fence token/,
+	'after the cut-over: a stale INSERT of a key the old primary deleted is rejected on the new one (23T01)');
+($rc, $o, $e) = app_psql($sub, "UPDATE accounts SET balance = 44, fence_token = $stale WHERE id = 4");
+like($e, qr/stale fence token/, 'after the cut-over: a stale UPDATE is rejected on the new primary (23T01)');
+# New tokens on the new primary exceed every token of the old one.
+my $new = tok($sub, 'acct:5');
+cmp_ok($new, '>', $floor, 'after the cut-over: new tokens exceed every token the old primary issued');
+($rc, $o, $e) = app_psql($sub, "INSERT INTO accounts VALUES (5, 56, $new)");
+is($rc, 0, 'after the cut-over: a write with a new token is accepted');
+# A superuser's stale write on the old primary (with the greatest token it
+# could have issued), replicated when the subscription is enabled again
+# after a worker wrote the row on the new primary: skipped on the subscriber.
+my $t1 = tok($sub, 'acct:1');
+($rc) = app_psql($sub, "UPDATE accounts SET balance = 111, fence_token = $t1 WHERE id = 1");
+$pub->safe_psql('postgres', "UPDATE accounts SET balance = 777, fence_token = $floor WHERE id = 1");
+$sub->safe_psql('postgres', 'ALTER SUBSCRIPTION sub_app ENABLE');
+$pub->wait_for_catchup('sub_app');
+is($sub->safe_psql('postgres', 'SELECT balance, fence_token FROM accounts WHERE id = 1'), "111|$t1",
+	'after the cut-over: a stale change through the old primary, replicated later, is skipped');
+$sub->safe_psql('postgres', 'DROP SUBSCRIPTION sub_app');
+
+# ---- (e) replica mode on the subscriber ----------------------------------------------
+
+($rc, $o, $e) = $sub->psql('postgres',
+	"SET session_replication_role = replica; UPDATE accounts SET balance = 1, fence_token = $stale WHERE id = 4");
+like($e, qr/stale fence token/, 'a superuser\'s session_replication_role = replica does not bypass the check');
+
+# ---- (f) a subscription owned by a non-superuser ---------------------------------------
+
+SKIP:
+{
+	skip 'subscriptions owned by non-superusers come with PostgreSQL 16', 4 if $sub->pg_version < 16;
+	my $ddl = q{
+	  CREATE TABLE ledger (id int PRIMARY KEY, v text, fence_token fencing.token);
+	  SELECT fencing.protect('ledger');
+	};
+	$pub->safe_psql('postgres', $ddl . q{
+	  CREATE ROLE repl_user LOGIN REPLICATION PASSWORD 'secret';
+	  GRANT SELECT ON ledger TO repl_user;
+	  CREATE PUBLICATION pub_ledger FOR TABLE ledger;
+	  INSERT INTO ledger VALUES (1, 'old', 1);
+	});
+	# A subscription owned by a non-superuser must log in with a password.
+	my $hba = $pub->data_dir . '/pg_hba.conf';
+	my $lines = PostgreSQL::Test::Utils::slurp_file($hba);
+	open my $fh, '>', $hba or die "$hba: $!";
+	print $fh "local all repl_user scram-sha-256\n$lines";
+	close $fh;
+	$pub->reload;
+	$sub->safe_psql('postgres', $ddl . q{
+	  CREATE ROLE mallory LOGIN;
+	  GRANT pg_create_subscription TO mallory;
+	  GRANT CREATE ON DATABASE postgres TO mallory;
+	  GRANT SELECT, INSERT, UPDATE, DELETE ON ledger TO mallory;
+	});
+	my $t = tok($sub, 'ledger:1');
+	$sub->safe_psql('postgres', "INSERT INTO ledger VALUES (1, 'new', $t)");
+	my ($frc, $fo, $fe) = $sub->psql('postgres', "UPDATE ledger SET v = 'stale', fence_token = 2 WHERE id = 1",
+		extra_params => [ '-U', 'mallory' ]);
+	like($fe, qr/stale fence token/, 'non-superuser: its own stale write is rejected (23T01)');
+	my $conn = $pub->connstr . " dbname=postgres user=repl_user password=secret";
+	($frc, $fo, $fe) = $sub->psql('postgres',
+		"CREATE SUBSCRIPTION sub_mallory CONNECTION '$conn' PUBLICATION pub_ledger WITH (run_as_owner = true, copy_data = false)",
+		extra_params => [ '-U', 'mallory' ]);
+	is($frc, 0, 'non-superuser: creates a subscription of its own, running as itself') or diag($fe);
+	$pub->wait_for_catchup('sub_mallory');
+	$pub->safe_psql('postgres', "UPDATE ledger SET v = 'stale', fence_token = 2 WHERE id = 1");
+	$pub->safe_psql('postgres', "INSERT INTO ledger VALUES (2, 'next', 3)");
+	$pub->wait_for_catchup('sub_mallory');
+	is($sub->safe_psql('postgres', 'SELECT id, v, fence_token FROM ledger ORDER BY id'), "1|new|$t\n2|next|3",
+		'non-superuser: the stale change through its subscription is skipped, the next one applied');
+	ok(!$sub->log_contains('relation "ledger".*stale fence token'), 'non-superuser: the apply worker never failed');
+	$sub->safe_psql('postgres', 'DROP SUBSCRIPTION sub_mallory');
+}
+
+$sub->stop;
+$pub->stop;
+done_testing();
