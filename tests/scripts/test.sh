@@ -39,6 +39,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/releases.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/packaging.sh"
 
 profile="${1:-quick}"
 case "$profile" in
@@ -61,7 +62,9 @@ TEST_PACKAGES=("${BASE_PACKAGES[@]}" python3-psycopg2 pgbouncer nodejs npm clang
   libpostgresql-jdbc-java default-jdk-headless
   golang-go golang-github-jackc-pgx-v4-dev
   # the HA suite: Patroni with one etcd
-  patroni etcd-server python3-etcd)
+  patroni etcd-server python3-etcd
+  # the dist and package suites: PGXN's client, Debian's PostgreSQL packaging
+  pgxnclient unzip dpkg-dev debhelper postgresql-server-dev-all)
 PG_VERSIONS="${FENCING_PG_VERSIONS-17 18}"
 PG_COMPILE_ONLY="${FENCING_PG_COMPILE_ONLY-19}"
 # The suites of the portability runs (those FENCING_SUITES names, when set).
@@ -238,6 +241,11 @@ if suite_selected upgrade; then
   stage="upgrade"
   upgrade_dir="$work/upgrade"
   prepare_upgrade "$upgrade_dir"
+fi
+
+if suite_selected dist || suite_selected package; then
+  stage="packaging"
+  packaging_prepare "$work/packaging"
 fi
 
 stage="suites"
