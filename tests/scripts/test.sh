@@ -40,6 +40,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/releases.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/packaging.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/install_doc.sh"
 
 profile="${1:-quick}"
 case "$profile" in
@@ -243,9 +244,15 @@ if suite_selected upgrade; then
   prepare_upgrade "$upgrade_dir"
 fi
 
-if suite_selected dist || suite_selected package; then
+if suite_selected dist || suite_selected package || suite_selected install_doc; then
   stage="packaging"
   packaging_prepare "$work/packaging"
+fi
+# The install guide's commands as written, on stock clusters of their own
+# (as root: namespaces; tests/scripts/install_doc.sh).
+if suite_selected install_doc; then
+  stage="install_doc"
+  install_doc_check "$work/install_doc"
 fi
 
 stage="suites"
