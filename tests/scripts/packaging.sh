@@ -281,3 +281,77 @@ suite_package() {
 # install_doc runs before the suites, as root (tests/scripts/install_doc.sh):
 # nothing to do here when FENCING_SUITES names it.
 suite_install_doc() { :; }
+
+# packaging_majors DIR MAJOR... (test.sh, as root, after the portability
+# runs): the Debian packages of 15 and of the other majors at once, as a
+# machine with their server headers builds them. Debian 12 has only 15's
+# headers, so the build runs in a mount namespace of its own (unshare) whose
+# /usr/lib/postgresql, /usr/share/postgresql and /usr/include/postgresql
+# also hold the other majors' trees fetched for the portability runs
+# (tests/scripts/pgversions.sh; nothing of the machine changes), with
+# PG_SUPPORTED_VERSIONS naming them: `pg_buildext updatecontrol`, then
+# dpkg-buildpackage -b (without its test step: those majors' servers do not
+# run outside their trees). For each major: "pgNN/package/deb" (the package
+# was built) and "pgNN/package/contents" (its module, control file and
+# every script, the module built for that major).
+packaging_majors() {
+  local dir="$1" zip src m bin majors="" deb ok syms
+  shift
+  zip="$(ls "$work"/packaging/fencing-*.zip 2>/dev/null | head -n 1)"
+  [ -n "$zip" ] || { echo "FAIL package/majors (no release archive)" >> "$results"; return 0; }
+  for m in "$@"; do
+    if bin="$(pgv_fetch "$m" 2>/dev/null)"; then majors="$majors $m"; else
+      echo "FAIL pg$m/package/deb (PostgreSQL $m could not be fetched)" >> "$results"; fi
+  done
+  [ -n "$majors" ] || return 0
+  rm -rf "$dir"
+  mkdir -p "$dir/build" "$dir/ns"
+  (cd "$dir/build" && unzip -q "$zip")
+  src="$(ls -d "$dir"/build/fencing-*)"
+  cat > "$dir/ns.sh" <<'NS'
+set -eu
+dir="$1" src="$2" cache="$3"
+shift 3
+for d in /usr/lib/postgresql /usr/share/postgresql /usr/include/postgresql; do
+  mkdir -p "$dir/ns$d"
+  cp -al "$d/." "$dir/ns$d/" 2>/dev/null || cp -a "$d/." "$dir/ns$d/"
+  for m in "$@"; do
+    cp -al "$cache/pg$m$d/$m" "$dir/ns$d/" 2>/dev/null || cp -a "$cache/pg$m$d/$m" "$dir/ns$d/"
+  done
+  mount --bind "$dir/ns$d" "$d"
+done
+export PG_SUPPORTED_VERSIONS="$(/usr/share/postgresql-common/supported-versions | tr '\n' ' ') $*"
+cd "$src"
+pg_buildext updatecontrol
+DEB_BUILD_OPTIONS=nocheck DEB_BUILD_PROFILES=nocheck dpkg-buildpackage -b -us -uc
+NS
+  log "package: building the Debian packages of 15 and$majors"
+  if ! timeout 1800 unshare --mount --propagation private bash "$dir/ns.sh" "$dir" "$src" "$PGV_CACHE" $majors \
+      > "$dir/build.txt" 2>&1; then
+    tail -n 30 "$dir/build.txt" >&2
+  fi
+  for m in $majors; do
+    deb="$(ls "$dir"/build/postgresql-"$m"-fencing_*.deb 2>/dev/null | head -n 1)"
+    if [ -z "$deb" ]; then
+      echo "FAIL pg$m/package/deb (not built: $dir/build.txt)" >> "$results"
+      continue
+    fi
+    echo "PASS pg$m/package/deb" >> "$results"
+    rm -rf "$dir/root$m"
+    dpkg-deb -x "$deb" "$dir/root$m"
+    ok=1
+    for f in "usr/lib/postgresql/$m/lib/fencing.so" "usr/share/postgresql/$m/extension/fencing.control" \
+             $(cd "$src/sql" && ls fencing--*.sql | sed "s#^#usr/share/postgresql/$m/extension/#"); do
+      [ -f "$dir/root$m/$f" ] || { ok=0; echo "  pg$m: $f is missing" >&2; }
+    done
+    syms="$(nm -D "$dir/root$m/usr/lib/postgresql/$m/lib/fencing.so" 2>/dev/null || true)"
+    if ! grep -q ' T fencing_acquire$' <<<"$syms"; then
+      ok=0; echo "  pg$m: the module exports no fencing_acquire" >&2
+    fi
+    if [ "$ok" -eq 1 ] && [[ "$(dpkg-deb -f "$deb" Depends)" == *"postgresql-$m "* ]]; then
+      echo "PASS pg$m/package/contents" >> "$results"
+    else
+      echo "FAIL pg$m/package/contents (see $dir/build.txt)" >> "$results"
+    fi
+  done
+}

@@ -341,6 +341,12 @@ for entry in "${majors[@]}"; do
   fi
 done
 
+# The Debian packages of the other majors, built with 15's (tests/scripts/packaging.sh).
+if suite_selected package && [ -n "${PG_VERSIONS// /}" ]; then
+  stage="package_majors"
+  packaging_majors "$work/package_majors" $PG_VERSIONS
+fi
+
 trap - EXIT
 if summary; then
   [ "${FENCING_KEEP_WORKDIR:-0}" = 1 ] || rm -rf "$work"
