@@ -114,7 +114,7 @@ $node->safe_psql('postgres', 'SELECT fencing.set_notify(NULL, false)');
 # ---- updated = created at 1.1 -------------------------------------------------------------
 
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
-$node->safe_psql('fresh', 'CREATE EXTENSION fencing VERSION ''1.1''');
+$node->safe_psql('fresh', q{CREATE EXTENSION fencing VERSION '1.1'});
 my $objects = q{
   SELECT string_agg(pg_describe_object(d.classid, d.objid, 0) || ' ' || coalesce(
            (SELECT c.relacl::text FROM pg_class c WHERE d.classid = 'pg_class'::regclass AND c.oid = d.objid),
