@@ -279,16 +279,23 @@ bool may_read_column(Relation rel, AttrNumber attnum) {
                               ? " A session-level fencing.token (SET without LOCAL) is ignored: set the "
                                 "transaction's token with SET LOCAL fencing.token or SELECT fencing.use($1)."
                               : "";
+    // A write that carried no token has not lost a lock: say what it lacks.
+    char* hint = (d.reason == core::RejectReason::no_token || unstated) && ev == core::WriteEvent::del
+                     ? pstrdup("The write carried no token: set the lock's token for the transaction with SELECT "
+                               "fencing.use($1).")
+                 : d.reason == core::RejectReason::no_token || unstated
+                     ? psprintf("The write carried no token: assign the lock's token to column \"%s\", or set it for "
+                                "the transaction with SELECT fencing.use($1).",
+                                column)
+                     : pstrdup("The lock was lost: acquire it again and retry with the new token.");
     if (key)
         ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN),
                         errmsg("stale fence token for relation \"%s\"", RelationGetRelationName(rel)),
                         errdetail("%s The row with key %s was not %s.%s", detail, key, what, ignored),
-                        errhint("The lock was lost: acquire it again and retry with the new token."),
-                        errtable(rel)));
+                        errhint("%s", hint), errtable(rel)));
     ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN),
                     errmsg("stale fence token for relation \"%s\"", RelationGetRelationName(rel)),
-                    errdetail("%s The row was not %s.%s", detail, what, ignored),
-                    errhint("The lock was lost: acquire it again and retry with the new token."), errtable(rel)));
+                    errdetail("%s The row was not %s.%s", detail, what, ignored), errhint("%s", hint), errtable(rel)));
     pg_unreachable();
 }
 

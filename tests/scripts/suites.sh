@@ -27,6 +27,10 @@
 #              them); one result per assertion
 #   installcheck  the standard PGXS `make installcheck` against the cluster
 #              (where fencing is installed), one result for the run
+#   dist       the release archive (`make dist`, made by test.sh): META.json,
+#              `pgxn install` of it, CREATE EXTENSION (tests/scripts/packaging.sh)
+#   package    the Debian package built from that archive (dpkg-buildpackage
+#              -b), installed into a private copy; installcheck against it
 #   upgrade    tests/upgrade: ALTER EXTENSION fencing UPDATE from every earlier
 #              release, pg_upgrade from another major (see suite_upgrade);
 #              these tests start their own clusters
@@ -517,6 +521,9 @@ suite_upgrade() {
   fi
 }
 
-for suite in ${FENCING_SUITES:-unit regress isolation pgtap tap clients jepsen ha installcheck upgrade}; do
+# dist, package: the release archive through PGXN's client, the Debian package.
+source "$FENCING_ROOT/tests/scripts/packaging.sh"
+
+for suite in ${FENCING_SUITES:-unit regress isolation pgtap tap clients jepsen ha installcheck dist package upgrade}; do
   run_suite "$suite"
 done

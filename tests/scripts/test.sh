@@ -39,6 +39,8 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/releases.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/packaging.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/install_doc.sh"
 
 profile="${1:-quick}"
 case "$profile" in
@@ -61,7 +63,9 @@ TEST_PACKAGES=("${BASE_PACKAGES[@]}" python3-psycopg2 pgbouncer nodejs npm clang
   libpostgresql-jdbc-java default-jdk-headless
   golang-go golang-github-jackc-pgx-v4-dev
   # the HA suite: Patroni with one etcd
-  patroni etcd-server python3-etcd)
+  patroni etcd-server python3-etcd
+  # the dist and package suites: PGXN's client, Debian's PostgreSQL packaging
+  pgxnclient unzip dpkg-dev debhelper postgresql-server-dev-all)
 PG_VERSIONS="${FENCING_PG_VERSIONS-17 18}"
 PG_COMPILE_ONLY="${FENCING_PG_COMPILE_ONLY-19}"
 # The suites of the portability runs (those FENCING_SUITES names, when set).
@@ -240,6 +244,17 @@ if suite_selected upgrade; then
   prepare_upgrade "$upgrade_dir"
 fi
 
+if suite_selected dist || suite_selected package || suite_selected install_doc; then
+  stage="packaging"
+  packaging_prepare "$work/packaging"
+fi
+# The install guide's commands as written, on stock clusters of their own
+# (as root: namespaces; tests/scripts/install_doc.sh).
+if suite_selected install_doc; then
+  stage="install_doc"
+  install_doc_check "$work/install_doc"
+fi
+
 stage="suites"
 log "running the suites as ${FENCING_USER} (profile $profile)"
 rc=0
@@ -325,6 +340,12 @@ for entry in "${majors[@]}"; do
     echo "FAIL pg$major/runner (the $mode run of PostgreSQL $major stopped before its end)" >> "$results"
   fi
 done
+
+# The Debian packages of the other majors, built with 15's (tests/scripts/packaging.sh).
+if suite_selected package && [ -n "${PG_VERSIONS// /}" ]; then
+  stage="package_majors"
+  packaging_majors "$work/package_majors" $PG_VERSIONS
+fi
 
 trap - EXIT
 if summary; then
