@@ -347,29 +347,43 @@ void hold(Site* site, const LOCKTAG& tag, LOCKMODE mode) {
 
 }  // namespace
 
-void build_key(Key* key, Relation rel, MemoryContext cxt) {
-    key->built = true;
-    key->usable = false;
-    key->problem = nullptr;
-    key->natts = 0;
+namespace {
+
+// How a table's primary key is hashed, without the function lookups (those
+// are per call site): what the per-backend cache keeps.
+struct KeyPlan {
+    bool usable;
+    const char* problem;  // in CacheMemoryContext when cached
+    int natts;
+    AttrNumber att[INDEX_MAX_KEYS];
+    Oid coll[INDEX_MAX_KEYS];
+    Oid proc[INDEX_MAX_KEYS];
+};
+
+// Fills PLAN for REL; *PK gets its primary key index (InvalidOid without one).
+void plan_key(KeyPlan* plan, Relation rel, Oid* pk_out) {
+    plan->usable = false;
+    plan->problem = nullptr;
+    plan->natts = 0;
     const Oid pk = compat::primary_key_index(rel);
+    *pk_out = pk;
     if (!OidIsValid(pk)) {
-        key->problem = "It has no primary key (a deferrable one does not count).";
+        plan->problem = "It has no primary key (a deferrable one does not count).";
         return;
     }
     Relation idx = index_open(pk, AccessShareLock);
     const int n = idx->rd_index->indnkeyatts;
     TupleDesc desc = RelationGetDescr(rel);
-    for (int k = 0; k < n && key->problem == nullptr; ++k) {
+    for (int k = 0; k < n && plan->problem == nullptr; ++k) {
         const AttrNumber att = idx->rd_index->indkey.values[k];
         if (att <= 0) {
-            key->problem = "Its primary key has an expression column.";
+            plan->problem = "Its primary key has an expression column.";
             break;
         }
         if (TupleDescAttr(desc, att - 1)->attgenerated != '\0') {
-            key->problem = psprintf("Its primary key column \"%s\" is a generated column, which BEFORE triggers see "
-                                    "before it is computed.",
-                                    NameStr(TupleDescAttr(desc, att - 1)->attname));
+            plan->problem = psprintf("Its primary key column \"%s\" is a generated column, which BEFORE triggers see "
+                                     "before it is computed.",
+                                     NameStr(TupleDescAttr(desc, att - 1)->attname));
             break;
         }
         const Oid type = idx->rd_opcintype[k];
@@ -377,33 +391,168 @@ void build_key(Key* key, Relation rel, MemoryContext cxt) {
         const Oid hproc = OidIsValid(eqop) ? hash_extended_for(eqop) : InvalidOid;
         if (!OidIsValid(hproc)) {
             Form_pg_attribute a = TupleDescAttr(desc, att - 1);
-            key->problem = psprintf("Its primary key column \"%s\" is of type %s, which has no hash function.",
-                                    NameStr(a->attname), format_type_be(a->atttypid));
+            plan->problem = psprintf("Its primary key column \"%s\" is of type %s, which has no hash function.",
+                                     NameStr(a->attname), format_type_be(a->atttypid));
             break;
         }
         if (hashes_by_parts(hproc) && !parts_hash(TupleDescAttr(desc, att - 1)->atttypid)) {
             Form_pg_attribute a = TupleDescAttr(desc, att - 1);
             const Oid part = unhashable_part(a->atttypid);
             if (OidIsValid(part) && part != getBaseType(a->atttypid))
-                key->problem = psprintf("Its primary key column \"%s\" is of type %s, which has no hash function: "
-                                        "a value of it is hashed by its parts, and a part of type %s has none.",
-                                        NameStr(a->attname), format_type_be(a->atttypid), format_type_be(part));
+                plan->problem = psprintf("Its primary key column \"%s\" is of type %s, which has no hash function: "
+                                         "a value of it is hashed by its parts, and a part of type %s has none.",
+                                         NameStr(a->attname), format_type_be(a->atttypid), format_type_be(part));
             else
-                key->problem = psprintf("Its primary key column \"%s\" is of type %s, which has no hash function.",
-                                        NameStr(a->attname), format_type_be(a->atttypid));
+                plan->problem = psprintf("Its primary key column \"%s\" is of type %s, which has no hash function.",
+                                         NameStr(a->attname), format_type_be(a->atttypid));
             break;
         }
-        key->att[k] = att;
-        key->coll[k] = idx->rd_indcollation[k];
-        fmgr_info_cxt(hproc, &key->hash[k], cxt);
+        plan->att[k] = att;
+        plan->coll[k] = idx->rd_indcollation[k];
+        plan->proc[k] = hproc;
     }
     index_close(idx, AccessShareLock);
-    if (key->problem != nullptr) return;
-    key->natts = n;
-    key->usable = true;
+    if (plan->problem != nullptr) return;
+    plan->natts = n;
+    plan->usable = true;
 }
 
-Oid owner_of(Oid relid, Oid check_fn) {
+void key_from_plan(Key* key, const KeyPlan& plan, MemoryContext cxt) {
+    key->built = true;
+    key->usable = plan.usable;
+    key->problem = plan.problem;
+    key->natts = plan.usable ? plan.natts : 0;
+    for (int k = 0; k < key->natts; ++k) {
+        key->att[k] = plan.att[k];
+        key->coll[k] = plan.coll[k];
+        fmgr_info_cxt(plan.proc[k], &key->hash[k], cxt);
+    }
+}
+
+// The relations whose catalog rows owner_of() read (the table and every
+// parent it looked at), to know which relcache invalidations reach it.
+constexpr int kMaxChain = 16;
+struct Chain {
+    int n = 0;
+    bool overflow = false;
+    Oid rel[kMaxChain];
+    void add(Oid r) {
+        if (n < kMaxChain)
+            rel[n++] = r;
+        else
+            overflow = true;
+    }
+};
+
+Oid owner_walk(Oid relid, Oid check_fn, Chain* chain);
+
+// The per-backend cache of each protected table's key plan and tombstone
+// owner. An entry is rebuilt after a relcache invalidation of the table,
+// of its primary key index or of any ancestor owner_of() looked at (DDL
+// that changes a primary key, a trigger, pg_inherits: ATTACH, DETACH,
+// INHERIT, NO INHERIT, protect and unprotect all invalidate one of them),
+// and after any change of functions, operator classes or types (the hash
+// functions). Entries are never removed, only marked stale: nothing points
+// into them across a call.
+struct PlanEntry {
+    Oid relid;  // hash key
+    Oid check_fn;
+    bool valid;
+    KeyPlan plan;
+    Oid owner;
+    Chain chain;
+};
+HTAB* plans = nullptr;
+std::uint64_t invalidations = 0;
+
+void plans_relcache_callback(Datum, Oid relid) {
+    ++invalidations;
+    if (plans == nullptr) return;
+    HASH_SEQ_STATUS status;
+    hash_seq_init(&status, plans);
+    while (PlanEntry* e = static_cast<PlanEntry*>(hash_seq_search(&status))) {
+        if (!e->valid) continue;
+        if (relid == InvalidOid) {
+            e->valid = false;
+            continue;
+        }
+        for (int i = 0; i < e->chain.n; ++i)
+            if (e->chain.rel[i] == relid) {
+                e->valid = false;
+                break;
+            }
+    }
+}
+
+void plans_syscache_callback(Datum, int, uint32) { plans_relcache_callback(0, InvalidOid); }
+
+PlanEntry* plan_entry(Relation rel, Oid check_fn) {
+    if (plans == nullptr) {
+        HASHCTL ctl;
+        memset(&ctl, 0, sizeof ctl);
+        ctl.keysize = sizeof(Oid);
+        ctl.entrysize = sizeof(PlanEntry);
+        ctl.hcxt = CacheMemoryContext;
+        HTAB* h = hash_create("fencing tombstone key plans", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+        CacheRegisterRelcacheCallback(plans_relcache_callback, (Datum)0);
+        CacheRegisterSyscacheCallback(PROCOID, plans_syscache_callback, (Datum)0);
+        CacheRegisterSyscacheCallback(AMOPOPID, plans_syscache_callback, (Datum)0);
+        CacheRegisterSyscacheCallback(AMPROCNUM, plans_syscache_callback, (Datum)0);
+        CacheRegisterSyscacheCallback(TYPEOID, plans_syscache_callback, (Datum)0);
+        plans = h;
+    }
+    const Oid relid = RelationGetRelid(rel);
+    bool found = false;
+    PlanEntry* e = static_cast<PlanEntry*>(hash_search(plans, &relid, HASH_ENTER, &found));
+    if (!found) {
+        e->valid = false;
+        e->plan.problem = nullptr;
+    }
+    if (e->valid && e->check_fn == check_fn) return e;
+    // Built from the catalogs as they are now; an invalidation that arrives
+    // meanwhile (the catalog reads accept them) leaves the entry stale, to
+    // be built again by the next statement.
+    const std::uint64_t before = invalidations;
+    KeyPlan plan;
+    Oid pk = InvalidOid;
+    plan_key(&plan, rel, &pk);
+    Chain chain;
+    const Oid owner = owner_walk(relid, check_fn, &chain);
+    if (OidIsValid(pk)) chain.add(pk);
+    // (Dynahash entries stay where they are, and callbacks only mark them.)
+    const char* old_problem = e->plan.problem;
+    e->plan = plan;
+    e->plan.problem = plan.problem != nullptr ? MemoryContextStrdup(CacheMemoryContext, plan.problem) : nullptr;
+    if (old_problem != nullptr) pfree(const_cast<char*>(old_problem));
+    e->check_fn = check_fn;
+    e->owner = owner;
+    e->chain = chain;
+    e->valid = !chain.overflow && invalidations == before;
+    return e;
+}
+
+}  // namespace
+
+void build_key(Key* key, Relation rel, MemoryContext cxt) {
+    KeyPlan plan;
+    Oid pk = InvalidOid;
+    plan_key(&plan, rel, &pk);
+    key_from_plan(key, plan, cxt);
+}
+
+Oid prepare(Key* key, Relation rel, Oid check_fn, MemoryContext cxt) {
+    const PlanEntry* e = plan_entry(rel, check_fn);
+    key_from_plan(key, e->plan, cxt);
+    if (key->problem != nullptr) key->problem = MemoryContextStrdup(cxt, key->problem);
+    return e->owner;
+}
+
+Oid owner_of(Oid relid, Oid check_fn) { return owner_walk(relid, check_fn, nullptr); }
+
+namespace {
+
+Oid owner_walk(Oid relid, Oid check_fn, Chain* chain) {
+    if (chain != nullptr) chain->add(relid);
     Relation inh = table_open(InheritsRelationId, AccessShareLock);
     Relation tgrel = table_open(TriggerRelationId, AccessShareLock);
     Oid owner = relid;
@@ -418,6 +567,7 @@ Oid owner_of(Oid relid, Oid check_fn) {
         HeapTuple tup;
         while (!OidIsValid(next) && HeapTupleIsValid(tup = systable_getnext(scan))) {
             const Oid parent = reinterpret_cast<Form_pg_inherits>(GETSTRUCT(tup))->inhparent;
+            if (chain != nullptr) chain->add(parent);
             if (carries_check(tgrel, parent, check_fn)) next = parent;
         }
         systable_endscan(scan);
@@ -429,6 +579,8 @@ Oid owner_of(Oid relid, Oid check_fn) {
     table_close(inh, AccessShareLock);
     return owner;
 }
+
+}  // namespace
 
 const char* key_problem(Oid relid) {
     Relation rel = relation_open(relid, AccessShareLock);

@@ -53,6 +53,13 @@ struct Site {
 // Fills KEY for REL (memory for the function lookups in CXT).
 void build_key(Key* key, Relation rel, MemoryContext cxt);
 
+// Fills KEY for REL, as build_key(), and returns owner_of() REL, both from a
+// per-backend cache (so a statement on a protected table reads no catalog
+// for them): an entry is built again after a relcache invalidation of the
+// table, of its primary key index or of an ancestor owner_of() looked at,
+// and after any change to functions, operators or types.
+Oid prepare(Key* key, Relation rel, Oid check_fn, MemoryContext cxt);
+
 // Why RELID's primary key cannot carry tombstones (a sentence), or nullptr.
 const char* key_problem(Oid relid);
 
@@ -64,7 +71,7 @@ std::uint64_t hash_key(const Key* key, Relation rel, HeapTuple tup);
 // top-most ancestor that carries a trigger on CHECK_FN (fencing.enforce),
 // following at each level the first such parent in inhseqno order; RELID
 // itself when no parent carries one. Read from the catalogs (no lock on the
-// ancestors); the trigger resolves it once per statement.
+// ancestors); the trigger takes it from prepare()'s cache.
 Oid owner_of(Oid relid, Oid check_fn);
 
 // For a row about to (re)create key HASH under OWNER (owner_of() the

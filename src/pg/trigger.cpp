@@ -60,11 +60,10 @@ struct CallSite {
     // tombstones are kept under (the top-most protected ancestor, or the
     // relation itself), both resolved at the first row that needs them, and
     // the key lock of the previous row (kept across rebuilds: it belongs to
-    // the row, not to the descriptor). The call site lives as long as the
-    // statement's executor state, so the owner is read once per statement,
-    // and a later statement reads it again (after a DETACH, an ATTACH, an
-    // INHERIT): nothing outlives the statement that relcache invalidation
-    // would have to reach.
+    // the row, not to the descriptor). The key's layout and the owner come
+    // from tombstones::prepare()'s per-backend cache, which relcache
+    // invalidation keeps current (a DETACH, an ATTACH, an INHERIT); the
+    // call site itself lives as long as the statement's executor state.
     bool use_tombstones;
     tombstones::Key key;
     Oid tombstone_owner;
@@ -484,10 +483,8 @@ Datum enforce(FunctionCallInfo fcinfo) {
                                       trig->tgname),
                             errhint("Protect it with fencing.protect(table), which gives a temporary table no "
                                     "tombstones.")));
-        if (!cs->key.built) {
-            tombstones::build_key(&cs->key, rel, fcinfo->flinfo->fn_mcxt);
-            cs->tombstone_owner = tombstones::owner_of(RelationGetRelid(rel), fcinfo->flinfo->fn_oid);
-        }
+        if (!cs->key.built)
+            cs->tombstone_owner = tombstones::prepare(&cs->key, rel, fcinfo->flinfo->fn_oid, fcinfo->flinfo->fn_mcxt);
         if (!cs->key.usable)
             ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                             errmsg("relation \"%s\" is protected with tombstones but has no usable primary key",
