@@ -2,7 +2,7 @@
 //
 //   fencebench run VARIANT [--conninfo S] [--clients N] [--seconds S]
 //                  [--warmup S] [--resources N] [--seed N] [--sync on|off]
-//                  [--redis-port P]
+//                  [--redis-port P] [--offset N]
 //       Runs VARIANT's cycle in N client threads (one libpq connection each,
 //       prepared statements, random resources "r1".."rN" drawn from a fixed
 //       seed) for --warmup seconds unmeasured, then --seconds measured, and
@@ -38,6 +38,11 @@
 //   hot_bare      every client: pg_advisory_lock / unlock of hashtext('hot')
 //   single_update UPDATE single SET fence_token = fence_token + 1, v = v + 1
 //                 WHERE id = $1   (the pgbench -M prepared script of suite B)
+//   single_insert INSERT INTO single_ins (fence_token, v) VALUES (1000000, 0)
+//                 (id from the table's sequence; suite G)
+//   single_delete BEGIN; SELECT fencing.use(2000000); DELETE FROM single_del
+//                 WHERE id = $1; COMMIT   (ids --offset + client + clients * k,
+//                 each once: the table must hold them; suite G)
 //   delay_cycle   fence_cycle with lock_delay => '5 s'        (suite E)
 //   shared_cycle  fence_cycle with shared => true
 //   permit_cycle  fence_cycle with permits => 4
@@ -73,6 +78,7 @@ struct Options {
     double seconds = 3.0;
     double warmup = 0.5;
     long resources = 10000;
+    long offset = 0;  // single_delete: the first id
     unsigned long seed = 42;
     std::string sync = "";  // "", "on" or "off"
     int redis_port = 0;
@@ -118,7 +124,7 @@ public:
     // Runs a prepared statement; returns the first value of the first row
     // ("" when none) and the number of affected rows in *affected.
     std::string run(const char* name, std::initializer_list<const char*> params, long* affected = nullptr) {
-        const char* values[8];
+        const char* values[8] = {};
         int n = 0;
         for (const char* p : params) values[n++] = p;
         PGresult* r = PQexecPrepared(conn_, name, n, values, nullptr, nullptr, 0);
@@ -459,6 +465,40 @@ public:
     }
 };
 
+class SingleInsert final : public PgClient {
+public:
+    using PgClient::PgClient;
+    void prepare() override { pg_.prepare("i", "INSERT INTO single_ins (fence_token, v) VALUES (1000000, 0)", 0); }
+    double cycle() override {
+        long affected = 0;
+        pg_.run("i", {}, &affected);
+        if (affected != 1) die("insert wrote " + std::to_string(affected) + " rows");
+        return -1;
+    }
+};
+
+class SingleDelete final : public PgClient {
+public:
+    using PgClient::PgClient;
+    void prepare() override {
+        pg_.prepare("use", "SELECT fencing.use(2000000)", 0);
+        pg_.prepare("d", "DELETE FROM single_del WHERE id = $1", 1);
+    }
+    double cycle() override {
+        std::string id = std::to_string(o_.offset + tid_ + static_cast<long>(o_.clients) * n_++);
+        long affected = 0;
+        pg_.exec("BEGIN");
+        pg_.run("use", {});
+        pg_.run("d", {id.c_str()}, &affected);
+        pg_.exec("COMMIT");
+        if (affected != 1) die("delete of id " + id + " wrote " + std::to_string(affected) + " rows");
+        return -1;
+    }
+
+private:
+    long n_ = 0;
+};
+
 std::unique_ptr<Client> make_client(const Options& o, int tid) {
     const std::string& v = o.variant;
     if (v == "fence_cycle") return std::make_unique<FenceCycle>(o, tid);
@@ -472,6 +512,8 @@ std::unique_ptr<Client> make_client(const Options& o, int tid) {
     if (v == "hot_fencing") return std::make_unique<HotFencing>(o, tid);
     if (v == "hot_bare") return std::make_unique<HotBare>(o, tid);
     if (v == "single_update") return std::make_unique<SingleUpdate>(o, tid);
+    if (v == "single_insert") return std::make_unique<SingleInsert>(o, tid);
+    if (v == "single_delete") return std::make_unique<SingleDelete>(o, tid);
     if (v == "delay_cycle") return std::make_unique<OptionCycle>(o, tid, "SELECT fencing.acquire($1, lock_delay => '5 s')");
     if (v == "shared_cycle") return std::make_unique<OptionCycle>(o, tid, "SELECT fencing.acquire($1, shared => true)");
     if (v == "permit_cycle") return std::make_unique<OptionCycle>(o, tid, "SELECT fencing.acquire($1, permits => 4)");
@@ -620,6 +662,7 @@ int main(int argc, char** argv) {
         else if (a == "--seconds") o.seconds = std::atof(next().c_str());
         else if (a == "--warmup") o.warmup = std::atof(next().c_str());
         else if (a == "--resources") o.resources = std::atol(next().c_str());
+        else if (a == "--offset") o.offset = std::atol(next().c_str());
         else if (a == "--seed") o.seed = std::strtoul(next().c_str(), nullptr, 10);
         else if (a == "--sync") o.sync = next();
         else if (a == "--redis-port") o.redis_port = std::atoi(next().c_str());

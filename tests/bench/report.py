@@ -150,6 +150,38 @@ d1m = med("D_disk", "fence_state", "resources=1000000", "bytes_per_resource")
 target("D", "fence state on disk per resource at 1,000,000 resources",
        "n/a" if d1m is None else f"{d1m:.1f} B", "<= 100 B", None if d1m is None else d1m <= 100)
 
+# Fenced writes against the no-op C trigger (suite G, and suite B's UPDATEs):
+# (label, suite, fencing variant, no-op variant, param, CPU metric, wall
+# metric, wall is a rate, goal).
+WRITES = (
+    ("single-row INSERT (prepared, 2 clients)", "G", "fencing", "noop", "single_insert", "backend_cpu_us", "ops_per_s", True, 1.10),
+    ("single-row UPDATE (prepared, 2 clients, synchronous_commit=on)", "B_single", "protected", "noop_c_trigger", "sync=on",
+     "backend_cpu_us", "ops_per_s", True, 1.10),
+    ("single-row DELETE with the transaction's token (fencing.use, DELETE, COMMIT; 2 clients)", "G", "fencing", "noop",
+     "single_delete", "backend_cpu_us", "ops_per_s", True, 1.10),
+    ("INSERT ... SELECT of new keys", "G", "fencing", "noop", "insert_select", "cpu_seconds", "seconds", False, 1.10),
+    ("COPY FROM of new keys", "G", "fencing", "noop", "copy", "cpu_seconds", "seconds", False, 1.10),
+    ("DELETE of every row with the transaction's token", "G", "fencing", "noop", "delete", "cpu_seconds", "seconds", False, 1.10),
+    ("bulk UPDATE", "B_bulk", "protected", "noop_c_trigger", bulk_param, "cpu_seconds", "seconds", False, 1.02),
+)
+
+
+def write_ratios(suite, num, den, param, cpu, wall, rate):
+    """(CPU ratio, wall ratio) of num over den: time per write, higher is costlier."""
+    c = paired(suite, num, den, param, cpu)
+    t = paired(suite, den, num, param, wall) if rate else paired(suite, num, den, param, wall)
+    return c, t
+
+
+for lbl, suite, num, den, p, cpu, wall, rate, goal in WRITES:
+    c, t = write_ratios(suite, num, den, p, cpu, wall, rate)
+    if c is None and t is None:
+        continue
+    target(suite, f"{lbl}: backend CPU fencing / no-op C trigger", f"{fx(c)} (wall: {fx(t)})", f"<= {goal:.2f}x",
+           None if c is None else c <= goal)
+r = paired("A", "fence_cycle", "bare_cycle", "", "ops_per_s")
+target("A", "acquire+release cycles: fencing vs bare advisory locks, 1.2 goal", fx(r), ">= 0.9x", None if r is None else r >= 0.9)
+
 if values("E", "base_cycle", "", "ops_per_s"):
     r = paired("E", "fence_cycle", "base_cycle", "", "ops_per_s")
     c = paired("E", "base_cycle", "fence_cycle", "", "server_cpu_us")
@@ -397,7 +429,7 @@ if bulk_param:
     w(f"## B. Enforcement trigger\n")
     w(f"Bulk: `UPDATE bulk SET fence_token = T, v = v + 1` over {param_value(bulk_param)} rows (int primary key, "
       "VACUUM before every run, same table for every variant: the variants switch its trigger). "
-      "`no-op C trigger` is PostgreSQL's own `suppress_redundant_updates_trigger()`: the floor of any BEFORE ROW trigger.\n")
+      "`no-op C trigger` is `tests/bench/noop_trigger.c`, a C BEFORE ROW trigger that returns the row: the floor of any row trigger.\n")
     w("| variant | median s | / unprotected | backend CPU s | CPU / unprotected | runs (s) |\n|---|---:|---:|---:|---:|---|")
     for v, lbl in (("unprotected", "unprotected"), ("protected", "fencing.protect"), ("plpgsql", "PL/pgSQL trigger, same check"),
                    ("recipe", "recipe: `... WHERE fence_token < T`"), ("noop_c_trigger", "no-op C trigger")):
@@ -419,6 +451,34 @@ if params("B_single"):
               f"{fx(paired('B_single', v, 'unprotected', p, 'ops_per_s'))} | {fmt(med('B_single', v, p, 'p50_us'))} | "
               f"{fmt(med('B_single', v, p, 'p99_us'))} | {fmt(med('B_single', v, p, 'backend_cpu_us'), 1)} | "
               f"{fx(paired('B_single', v, 'unprotected', p, 'backend_cpu_us'))} |")
+    w("")
+
+if params("G"):
+    w("## G. Fenced writes against a no-op C trigger\n")
+    w("Each write on a table protected with `fencing.protect()`'s defaults (tombstones on) against the same statements "
+      "on the same table with a no-op C BEFORE ROW trigger (`tests/bench/noop_trigger.c`), in the same rounds. "
+      f"Single-row statements: 2 clients, prepared, autocommit (the DELETE: `BEGIN`, `SELECT fencing.use(T)`, the DELETE, "
+      f"`COMMIT`); bulk statements: one statement of {fmt(med('G', 'info', '', 'rows'))} rows on a freshly loaded table "
+      "without tombstones. "
+      "Backend CPU per write (µs, single-row) or per statement (s, bulk); ratios are paired medians over the rounds. "
+      "The UPDATE lines come from suite B, acquire+release from suite A.\n")
+    w("| write | no-op C trigger: backend CPU | fencing: backend CPU | CPU fencing / no-op | wall time fencing / no-op |\n"
+      "|---|---:|---:|---:|---:|")
+    for lbl, suite, num, den, p, cpu, wall, rate, goal in WRITES:
+        c, t = write_ratios(suite, num, den, p, cpu, wall, rate)
+        if c is None and t is None:
+            continue
+        digits = 1 if cpu == "backend_cpu_us" else 3
+        unit = " µs" if cpu == "backend_cpu_us" else " s"
+        a, b = med(suite, den, p, cpu), med(suite, num, p, cpu)
+        w(f"| {lbl} | {fmt(a, digits)}{unit if a is not None else ''} | {fmt(b, digits)}{unit if b is not None else ''} | "
+          f"{fx(c)} | {fx(t)} |")
+    c = paired("A", "fence_cycle", "bare_cycle", "", "server_cpu_us")
+    t = paired("A", "bare_cycle", "fence_cycle", "", "ops_per_s")
+    w(f"| acquire + release cycle, against bare advisory locks (server CPU, and time, per cycle) | "
+      f"{fmt(med('A', 'bare_cycle', '', 'server_cpu_us'), 1)} µs | {fmt(med('A', 'fence_cycle', '', 'server_cpu_us'), 1)} µs | "
+      f"{fx(c)} | {fx(t)} |")
+    w(f"\nThe bulk UPDATE writes {param_value(bulk_param) or 'n/a'} rows (suite B).")
     w("")
 
 if params("D_growth") or params("D_contention") or params("D_width"):

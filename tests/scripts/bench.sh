@@ -82,6 +82,9 @@ if [ "$profile" = full ]; then
   FEAT_SECS=1.0
   FEAT_SKIP_ROWS=200000
   FEAT_LOOP=20000      # F: acquire/release cycles of one backend's loop (CPU per cycle)
+  G_ROUNDS=3           # G: rounds of fenced writes against the no-op C trigger
+  G_SECS=1.0           # G: seconds per single-row variant and round
+  G_ROWS=200000        # G: rows of each bulk INSERT ... SELECT, COPY and DELETE
 else
   CYCLE_ROUNDS=3
   CYCLE_SECS=0.8
@@ -104,6 +107,9 @@ else
   FEAT_SECS=0.6
   FEAT_SKIP_ROWS=20000
   FEAT_LOOP=5000
+  G_ROUNDS=2
+  G_SECS=0.5
+  G_ROWS=20000
 fi
 WARMUP=0.3
 SEED=20260101
@@ -153,6 +159,11 @@ log "building tests/bench/fencebench"
 g++ -O2 -std=c++17 -Wall -Wextra -pthread -I"$("$PGBIN/pg_config" --includedir)" \
   -o "$FB" "$BENCH_DIR/fencebench.cpp" -lpq -lhiredis
 chmod 755 "$FB"
+# The floor of any row trigger, for suites B and G: a no-op C BEFORE ROW
+# trigger (tests/bench/noop_trigger.c), loaded by its path.
+NOOP_SO="$work/noop_trigger.so"
+gcc -O2 -fPIC -shared -I"$("$PGBIN/pg_config" --includedir-server)" -o "$NOOP_SO" "$BENCH_DIR/noop_trigger.c"
+chmod 755 "$NOOP_SO"
 
 # The baseline build of suite E (FENCING_BENCH_BASE): the extension and module
 # renamed fencing_base, so that both install side by side; each database loads
@@ -238,6 +249,7 @@ order() {
 # ---- schema ----------------------------------------------------------------
 log "creating the bench schema"
 q postgres -c "CREATE DATABASE bench"
+q bench -c "CREATE FUNCTION bench_noop_trigger() RETURNS trigger AS '$NOOP_SO', 'bench_noop_trigger' LANGUAGE C"
 q bench <<'SQL'
 CREATE EXTENSION fencing;
 CREATE TABLE counters (resource text PRIMARY KEY, token bigint NOT NULL DEFAULT 0);
@@ -432,7 +444,7 @@ bulk_setup() {  # bulk_setup VARIANT: the table's triggers for that variant
   case "$1" in
     protected) q bench -c "SELECT fencing.protect('bulk')" >/dev/null ;;
     plpgsql) q bench -c "CREATE TRIGGER a_plpgsql BEFORE UPDATE ON bulk FOR EACH ROW EXECUTE FUNCTION plpgsql_fence()" ;;
-    noop_c_trigger) q bench -c "CREATE TRIGGER a_noop BEFORE UPDATE ON bulk FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()" ;;
+    noop_c_trigger) q bench -c "CREATE TRIGGER a_noop BEFORE UPDATE ON bulk FOR EACH ROW EXECUTE FUNCTION bench_noop_trigger()" ;;
   esac
 }
 for r in $(seq 1 "$BULK_ROUNDS"); do
@@ -462,7 +474,7 @@ for r in $(seq 1 "$SINGLE_ROUNDS"); do
       q bench -c "SELECT fencing.unprotect('single')" -c "DROP TRIGGER IF EXISTS a_noop ON single" >/dev/null
       case "$v" in
         protected) q bench -c "SELECT fencing.protect('single')" >/dev/null ;;
-        noop_c_trigger) q bench -c "CREATE TRIGGER a_noop BEFORE UPDATE ON single FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()" ;;
+        noop_c_trigger) q bench -c "CREATE TRIGGER a_noop BEFORE UPDATE ON single FOR EACH ROW EXECUTE FUNCTION bench_noop_trigger()" ;;
       esac
       FB_LABEL="$v" fb B_single "sync=$sync" "$r" single_update --conninfo "$(conn bench)" --clients 2 \
         --resources 100000 --seconds "$SINGLE_SECS" --sync "$sync"
@@ -470,6 +482,58 @@ for r in $(seq 1 "$SINGLE_ROUNDS"); do
   done
 done
 q bench -c "SELECT fencing.unprotect('single')" -c "DROP TRIGGER IF EXISTS a_noop ON single" >/dev/null
+
+# ======================================================================== G ==
+# Fenced INSERTs and DELETEs against PostgreSQL's floor for a row trigger:
+# the same statements on the same tables, protected with protect()'s
+# defaults (tombstones on) or with the no-op C trigger, by backend CPU and
+# wall time. Single-row statements from 2 clients (prepared; a DELETE in a
+# transaction of its own after fencing.use()); bulk INSERT ... SELECT, COPY
+# FROM and a DELETE of G_ROWS rows with the transaction's token, each on a
+# freshly loaded table without tombstones. (Single-row and bulk UPDATEs
+# against the no-op trigger: suite B.)
+log "G: fenced INSERT and DELETE vs a no-op C trigger ($G_ROUNDS rounds; $G_ROWS-row bulk statements)"
+g_per_run=$(( 2 * 30000 ))   # ids a single_delete run may use (2 clients)
+q bench <<SQL
+CREATE TABLE single_ins (id bigserial PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
+CREATE TABLE single_del (id bigint PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
+INSERT INTO single_del SELECT g, 1, 0 FROM generate_series(0, $(( 2 * G_ROUNDS * g_per_run ))) g;
+CREATE TABLE gbulk (id int PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
+VACUUM ANALYZE single_del;
+SQL
+seq 1 "$G_ROWS" | sed 's/.*/&,1000000,0/' > "$work/g_rows.csv"
+chmod 644 "$work/g_rows.csv"
+g_trigger() {  # g_trigger TABLE noop|fencing: the table's trigger for that variant
+  q bench -c "SELECT fencing.unprotect('$1')" -c "DROP TRIGGER IF EXISTS a_noop ON $1" >/dev/null
+  if [ "$2" = fencing ]; then q bench -c "SELECT fencing.protect('$1')" >/dev/null
+  else q bench -c "CREATE TRIGGER a_noop BEFORE INSERT OR UPDATE OR DELETE ON $1 FOR EACH ROW EXECUTE FUNCTION bench_noop_trigger()"; fi
+}
+g_fresh() {  # g_fresh [ROWS]: gbulk emptied (or loaded, triggers off), its tombstones gone
+  q bench -c "TRUNCATE gbulk" -c "DELETE FROM fencing.tombstones WHERE tbl = 'gbulk'::regclass" >/dev/null
+  [ -z "${1:-}" ] || q bench -c "SET session_replication_role = replica" \
+    -c "INSERT INTO gbulk SELECT g, 1, 0 FROM generate_series(1, $1) g"
+  q bench -c "VACUUM ANALYZE gbulk" -c "VACUUM fencing.tombstones" -c "CHECKPOINT"
+}
+record G info "" rows "$G_ROWS" 1
+g_offset=0
+for r in $(seq 1 "$G_ROUNDS"); do
+  for v in $(order "$r" noop fencing); do
+    g_trigger single_ins "$v"
+    FB_LABEL="$v" fb G single_insert "$r" single_insert --conninfo "$(conn bench)" --clients 2 --seconds "$G_SECS"
+    g_trigger single_del "$v"
+    FB_LABEL="$v" fb G single_delete "$r" single_delete --conninfo "$(conn bench)" --clients 2 --seconds "$G_SECS" \
+      --offset "$g_offset"
+    g_offset=$(( g_offset + g_per_run ))
+    g_trigger gbulk "$v"
+    g_fresh
+    timed G "$v" insert_select "$r" bench "INSERT INTO gbulk SELECT g, 1000000, 0 FROM generate_series(1, $G_ROWS) g"
+    g_fresh
+    timed G "$v" copy "$r" bench "COPY gbulk FROM '$work/g_rows.csv' (FORMAT csv)"
+    g_fresh "$G_ROWS"
+    timed G "$v" delete "$r" bench "BEGIN; SELECT fencing.use(2000000); DELETE FROM gbulk; COMMIT"
+  done
+done
+q bench -c "DROP TABLE single_ins, single_del, gbulk"
 
 # ======================================================================== D ==
 log "D: contention on one resource (clients: $CONT_CLIENTS)"
