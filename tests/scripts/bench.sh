@@ -294,6 +294,59 @@ for r in $(seq 1 "$CYCLE_ROUNDS"); do
   done
 done
 
+# ======================================================================== G ==
+# Fenced INSERTs and DELETEs against PostgreSQL's floor for a row trigger:
+# the same statements on the same tables, protected with protect()'s
+# defaults (tombstones on) or with the no-op C trigger, by backend CPU and
+# wall time. Single-row statements from 2 clients (prepared; a DELETE in a
+# transaction of its own after fencing.use()); bulk INSERT ... SELECT, COPY
+# FROM and a DELETE of G_ROWS rows with the transaction's token, each on a
+# freshly loaded table without tombstones. (Single-row and bulk UPDATEs
+# against the no-op trigger: suite B.) Right after suite A, so that a run
+# cut short by its budget on a loaded machine still has it.
+log "G: fenced INSERT and DELETE vs a no-op C trigger ($G_ROUNDS rounds; $G_ROWS-row bulk statements)"
+g_per_run=$(( 2 * 30000 ))   # ids a single_delete run may use (2 clients)
+q bench <<SQL
+CREATE TABLE single_ins (id bigserial PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
+CREATE TABLE single_del (id bigint PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
+INSERT INTO single_del SELECT g, 1, 0 FROM generate_series(0, $(( 2 * G_ROUNDS * g_per_run ))) g;
+CREATE TABLE gbulk (id int PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
+VACUUM ANALYZE single_del;
+SQL
+seq 1 "$G_ROWS" | sed 's/.*/&,1000000,0/' > "$work/g_rows.csv"
+chmod 644 "$work/g_rows.csv"
+g_trigger() {  # g_trigger TABLE noop|fencing: the table's trigger for that variant
+  q bench -c "SELECT fencing.unprotect('$1')" -c "DROP TRIGGER IF EXISTS a_noop ON $1" >/dev/null
+  if [ "$2" = fencing ]; then q bench -c "SELECT fencing.protect('$1')" >/dev/null
+  else q bench -c "CREATE TRIGGER a_noop BEFORE INSERT OR UPDATE OR DELETE ON $1 FOR EACH ROW EXECUTE FUNCTION bench_noop_trigger()"; fi
+}
+g_fresh() {  # g_fresh [ROWS]: gbulk emptied (or loaded, triggers off), its tombstones gone
+  q bench -c "TRUNCATE gbulk" -c "DELETE FROM fencing.tombstones WHERE tbl = 'gbulk'::regclass" >/dev/null
+  [ -z "${1:-}" ] || q bench -c "SET session_replication_role = replica" \
+    -c "INSERT INTO gbulk SELECT g, 1, 0 FROM generate_series(1, $1) g"
+  q bench -c "VACUUM ANALYZE gbulk" -c "VACUUM fencing.tombstones" -c "CHECKPOINT"
+}
+record G info "" rows "$G_ROWS" 1
+g_offset=0
+for r in $(seq 1 "$G_ROUNDS"); do
+  for v in $(order "$r" noop fencing); do
+    g_trigger single_ins "$v"
+    FB_LABEL="$v" fb G single_insert "$r" single_insert --conninfo "$(conn bench)" --clients 2 --seconds "$G_SECS"
+    g_trigger single_del "$v"
+    FB_LABEL="$v" fb G single_delete "$r" single_delete --conninfo "$(conn bench)" --clients 2 --seconds "$G_SECS" \
+      --offset "$g_offset"
+    g_offset=$(( g_offset + g_per_run ))
+    g_trigger gbulk "$v"
+    g_fresh
+    timed G "$v" insert_select "$r" bench "INSERT INTO gbulk SELECT g, 1000000, 0 FROM generate_series(1, $G_ROWS) g"
+    g_fresh
+    timed G "$v" copy "$r" bench "COPY gbulk FROM '$work/g_rows.csv' (FORMAT csv)"
+    g_fresh "$G_ROWS"
+    timed G "$v" delete "$r" bench "BEGIN; SELECT fencing.use(2000000); DELETE FROM gbulk; COMMIT"
+  done
+done
+q bench -c "DROP TABLE single_ins, single_del, gbulk"
+
 # ======================================================================== E ==
 # The lock options of 1.1: what the plain cycle costs (against the baseline
 # build when FENCING_BENCH_BASE is set), and what each option adds when used.
@@ -482,58 +535,6 @@ for r in $(seq 1 "$SINGLE_ROUNDS"); do
   done
 done
 q bench -c "SELECT fencing.unprotect('single')" -c "DROP TRIGGER IF EXISTS a_noop ON single" >/dev/null
-
-# ======================================================================== G ==
-# Fenced INSERTs and DELETEs against PostgreSQL's floor for a row trigger:
-# the same statements on the same tables, protected with protect()'s
-# defaults (tombstones on) or with the no-op C trigger, by backend CPU and
-# wall time. Single-row statements from 2 clients (prepared; a DELETE in a
-# transaction of its own after fencing.use()); bulk INSERT ... SELECT, COPY
-# FROM and a DELETE of G_ROWS rows with the transaction's token, each on a
-# freshly loaded table without tombstones. (Single-row and bulk UPDATEs
-# against the no-op trigger: suite B.)
-log "G: fenced INSERT and DELETE vs a no-op C trigger ($G_ROUNDS rounds; $G_ROWS-row bulk statements)"
-g_per_run=$(( 2 * 30000 ))   # ids a single_delete run may use (2 clients)
-q bench <<SQL
-CREATE TABLE single_ins (id bigserial PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
-CREATE TABLE single_del (id bigint PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
-INSERT INTO single_del SELECT g, 1, 0 FROM generate_series(0, $(( 2 * G_ROUNDS * g_per_run ))) g;
-CREATE TABLE gbulk (id int PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
-VACUUM ANALYZE single_del;
-SQL
-seq 1 "$G_ROWS" | sed 's/.*/&,1000000,0/' > "$work/g_rows.csv"
-chmod 644 "$work/g_rows.csv"
-g_trigger() {  # g_trigger TABLE noop|fencing: the table's trigger for that variant
-  q bench -c "SELECT fencing.unprotect('$1')" -c "DROP TRIGGER IF EXISTS a_noop ON $1" >/dev/null
-  if [ "$2" = fencing ]; then q bench -c "SELECT fencing.protect('$1')" >/dev/null
-  else q bench -c "CREATE TRIGGER a_noop BEFORE INSERT OR UPDATE OR DELETE ON $1 FOR EACH ROW EXECUTE FUNCTION bench_noop_trigger()"; fi
-}
-g_fresh() {  # g_fresh [ROWS]: gbulk emptied (or loaded, triggers off), its tombstones gone
-  q bench -c "TRUNCATE gbulk" -c "DELETE FROM fencing.tombstones WHERE tbl = 'gbulk'::regclass" >/dev/null
-  [ -z "${1:-}" ] || q bench -c "SET session_replication_role = replica" \
-    -c "INSERT INTO gbulk SELECT g, 1, 0 FROM generate_series(1, $1) g"
-  q bench -c "VACUUM ANALYZE gbulk" -c "VACUUM fencing.tombstones" -c "CHECKPOINT"
-}
-record G info "" rows "$G_ROWS" 1
-g_offset=0
-for r in $(seq 1 "$G_ROUNDS"); do
-  for v in $(order "$r" noop fencing); do
-    g_trigger single_ins "$v"
-    FB_LABEL="$v" fb G single_insert "$r" single_insert --conninfo "$(conn bench)" --clients 2 --seconds "$G_SECS"
-    g_trigger single_del "$v"
-    FB_LABEL="$v" fb G single_delete "$r" single_delete --conninfo "$(conn bench)" --clients 2 --seconds "$G_SECS" \
-      --offset "$g_offset"
-    g_offset=$(( g_offset + g_per_run ))
-    g_trigger gbulk "$v"
-    g_fresh
-    timed G "$v" insert_select "$r" bench "INSERT INTO gbulk SELECT g, 1000000, 0 FROM generate_series(1, $G_ROWS) g"
-    g_fresh
-    timed G "$v" copy "$r" bench "COPY gbulk FROM '$work/g_rows.csv' (FORMAT csv)"
-    g_fresh "$G_ROWS"
-    timed G "$v" delete "$r" bench "BEGIN; SELECT fencing.use(2000000); DELETE FROM gbulk; COMMIT"
-  done
-done
-q bench -c "DROP TABLE single_ins, single_del, gbulk"
 
 # ======================================================================== D ==
 log "D: contention on one resource (clients: $CONT_CLIENTS)"
