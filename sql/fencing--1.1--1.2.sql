@@ -414,7 +414,6 @@ ALTER TABLE fencing.notify_settings ENABLE ALWAYS TRIGGER notify_settings_change
 -------------------------------------------------------------------------------
 -- What \dx+, \df+ and \d+ show: a comment on every object of the extension.
 -------------------------------------------------------------------------------
-COMMENT ON SCHEMA fencing IS 'fencing: fencing tokens, fenced locks with leases, and tables that reject stale writes';
 COMMENT ON FUNCTION fencing.acquire(text, interval, interval, boolean, interval, integer, boolean) IS
     'Takes the resource''s lock at session scope and returns a new fencing token; waits at most wait, ends the session after lease of client silence';
 COMMENT ON FUNCTION fencing.acquire_xact(text, interval, interval, boolean, interval, integer, boolean) IS
