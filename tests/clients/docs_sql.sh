@@ -5,8 +5,10 @@
 # order, in a fresh database "app" (the name the docs use) that has the
 # extension unless the file's examples create it themselves. A block passes
 # when every error it raises has a SQLSTATE that the block itself names (a
-# doc that shows an error names its code: "-- ... (SQLSTATE 23T01)"), and
-# when a block that shows an error ("-- ERROR:") raises one. A line "..."
+# doc that shows an error names its code: "-- ... (SQLSTATE 23T01)"), when
+# a block that shows an error ("-- ERROR:") raises one, and when every
+# SQLSTATE a comment says is raised ("-- refused: 23T01", a comment with
+# "raises" or "ERROR") is. A line "..."
 # stands for elided statements and is left out.
 #
 # What a block needs but does not show comes from a one-line comment right
@@ -71,9 +73,19 @@ for path in files:
         named = set(re.findall(r"\b([0-9A-Z]{5})\b", body))
         bad = [(c, m) for c, m in errors if c not in named]
         shows_error = re.search(r"(?m)^\s*-- ERROR:", body) is not None
+        # A comment that says a statement is refused, raises or fails with a
+        # SQLSTATE ("-- refused: 23T01", "-- ERROR: ... (42501)") is a promise.
+        promised = set()
+        for c in re.findall(r"--(.*)$", body, re.M):
+            if re.search(r"\b(refused|raises|ERROR)\b", c):
+                promised |= {x for x in re.findall(r"\b([0-9A-Z]{5})\b", c) if re.search(r"[0-9]", x)}
+        missing = sorted(promised - {c for c, _ in errors})
         where = f"{rel}:{start}"
         if bad:
             print(f"FAILED - {where}: {bad[0][0]} {bad[0][1]} (the example does not name {bad[0][0]})")
+            fail = 1
+        elif missing:
+            print(f"FAILED - {where}: the example says {missing[0]} is raised, but it was not")
             fail = 1
         elif shows_error and not errors:
             print(f"FAILED - {where}: the example shows an error, but none was raised")

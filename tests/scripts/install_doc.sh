@@ -54,7 +54,8 @@ print("\n".join(out))
 PY
 }
 
-# install_doc_run WHO DIR MAJOR: one run in a namespace of its own (root).
+# install_doc_run WHO DIR MAJOR ZIP: one run, as WHO, of the commands in a
+# namespace of its own (as root), in the release archive ZIP unpacked in DIR.
 install_doc_run() {
   local who="$1" dir="$2" major="$3"
   rm -rf "$dir"
@@ -65,7 +66,9 @@ install_doc_run() {
   chmod 755 "$dir" "$dir/checkout"
   [ "$who" = root ] || chown -R "$who" "$dir/checkout"
   cat > "$dir/ns.sh" <<'NS'
-set -u
+# Any failure while the namespace is set up ends the run before a command
+# runs: the commands must never reach the machine's own directories.
+set -eu
 who="$1" dir="$2" major="$3"
 ns="$dir/ns"
 ip link set lo up
@@ -99,6 +102,12 @@ if [ "$who" != root ]; then
   echo "$who ALL=(ALL:ALL) NOPASSWD: ALL" > /etc/sudoers.d/install-doc
   chmod 0440 /etc/sudoers.d/install-doc
 fi
+for d in "/usr/lib/postgresql/$major" "/usr/share/postgresql/$major" /etc/postgresql /var/lib/postgresql \
+         /var/run/postgresql /var/log/postgresql /etc/sudoers.d; do
+  mountpoint -q "$d" || { echo "SETUP $d is not a private mount"; exit 1; }
+done
+[ -z "$(ls -A /etc/postgresql)" ] || { echo "SETUP /etc/postgresql is not empty"; exit 1; }
+set +e
 stop() { pg_dropcluster --stop "$major" main >/dev/null 2>&1 || true; }
 trap stop EXIT
 pg_createcluster "$major" main --start > "$dir/createcluster.txt" 2>&1 || { echo "SETUP pg_createcluster failed"; cat "$dir/createcluster.txt"; exit 1; }
@@ -156,7 +165,7 @@ install_doc_check() {
     while IFS= read -r line; do
       case "$line" in
         PASS*|FAIL*) n=$((n + 1)); echo "${line%% *} install_doc/$label:${line#* }" >> "$results" ;;
-        SETUP*) echo "FAIL install_doc/$label (${line#SETUP }: $dir/$label/createcluster.txt)" >> "$results"; n=1 ;;
+        SETUP*) echo "FAIL install_doc/$label (${line#SETUP }; see $dir/$label)" >> "$results"; n=1 ;;
       esac
     done < "$dir/$label/results.txt"
     if [ "$n" -eq 0 ]; then
