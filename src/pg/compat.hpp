@@ -198,4 +198,12 @@ inline void request_shared_memory(ShmemRequest fn) {
 #endif
 }
 
+// The cache id a syscache invalidation callback receives: an int before 19,
+// a SysCacheIdentifier from 19 on.
+#if PG_VERSION_NUM >= 190000
+using SyscacheId = SysCacheIdentifier;
+#else
+using SyscacheId = int;
+#endif
+
 }  // namespace fencing::pg::compat
