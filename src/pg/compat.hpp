@@ -223,4 +223,12 @@ inline bool guc_set_for_transaction(GucRecord rec) noexcept {
     return st->state == GUC_LOCAL || st->state == GUC_SET_LOCAL || st->state == GUC_SAVE;
 }
 
+// The cache id a syscache invalidation callback receives: an int before 19,
+// a SysCacheIdentifier from 19 on.
+#if PG_VERSION_NUM >= 190000
+using SyscacheId = SysCacheIdentifier;
+#else
+using SyscacheId = int;
+#endif
+
 }  // namespace fencing::pg::compat

@@ -69,7 +69,7 @@ XLogRecPtr born_lsn = InvalidXLogRecPtr;
 bool born_valid = false;
 bool born_callback = false;
 
-void forget_born(Datum, int, uint32) {
+void forget_born(Datum, compat::SyscacheId, uint32) {
     born_valid = false;
 }
 

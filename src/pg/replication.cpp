@@ -31,7 +31,7 @@ FENCING_FUNCTION(fencing_local_state) {
             ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                             errmsg("fencing.local_state() must be a BEFORE ROW trigger")));
         // A change replicated from another database's fencing state: skipped.
-        if (IsLogicalWorker()) return PointerGetDatum(nullptr);
+        if (IsLogicalWorker()) return fencing::pg::compat::null_datum();
         return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple);
     });
 }
