@@ -117,6 +117,28 @@ dist:
 	git -C $(srcdir) archive --format=zip --prefix=$(DISTNAME)/ -o $(CURDIR)/$(DISTNAME).zip $(DIST_REV)
 	@echo "$(CURDIR)/$(DISTNAME).zip"
 
+# One TAP file (or more) against the PostgreSQL that pg_config names, the
+# PGXS way (as root or any user; the nodes are the files' own throwaway
+# clusters, each preloading fencing):
+#   make prove_installcheck PROVE_TESTS=tests/tap/076_supervisor.pl
+PROVE_TESTS ?= tests/tap/*.pl
+.PHONY: prove_installcheck
+prove_installcheck:
+	rm -rf '$(CURDIR)/tmp_check' && mkdir -p '$(CURDIR)/tmp_check'
+	printf "shared_preload_libraries = 'fencing'\n" > '$(CURDIR)/tmp_check/preload.conf'
+	cd $(srcdir) && TESTDIR='$(CURDIR)' TEMP_CONFIG='$(CURDIR)/tmp_check/preload.conf' \
+	  PATH="$(bindir):$$PATH" PG_REGRESS='$(pgxsdir)/src/test/regress/pg_regress' \
+	  $(PROVE) -I '$(pgxsdir)/src/test/perl' -I tests/tap $(PROVE_FLAGS) $(PROVE_TESTS)
+
+# The C++ style (.clang-format; clang-format 14, Debian 12's): `make format`
+# rewrites the files, `make format-check` (run by make test) fails on a diff.
+FORMAT_SRCS = $(sort $(wildcard $(srcdir)/src/*/*.cpp $(srcdir)/src/*/*.hpp $(srcdir)/tests/unit/*.cpp))
+.PHONY: format format-check
+format:
+	clang-format -i $(FORMAT_SRCS)
+format-check:
+	clang-format --dry-run --Werror $(FORMAT_SRCS)
+
 .PHONY: unit test test-long test-ha demo bench
 unit: tests/unit/unit_tests
 	tests/unit/unit_tests
