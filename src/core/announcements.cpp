@@ -50,8 +50,7 @@ void Announcements::subxact_abort(std::uint32_t sub) noexcept {
 }
 
 void Announcements::drop_transaction_grants() noexcept {
-    for (auto it = grants_.begin(); it != grants_.end();)
-        it = !it->second.session ? grants_.erase(it) : std::next(it);
+    for (auto it = grants_.begin(); it != grants_.end();) it = !it->second.session ? grants_.erase(it) : std::next(it);
 }
 
 std::size_t Announcements::copy_keys(std::uint64_t* out, std::size_t cap) const noexcept {

@@ -40,7 +40,7 @@ public:
     struct Grant {
         std::int64_t token = 0;
         std::string resource;
-        bool session = false;      // the grant is (now) session-scoped
+        bool session = false;       // the grant is (now) session-scoped
         std::uint32_t subxact = 0;  // for a transaction-scoped grant: its subtransaction
     };
 

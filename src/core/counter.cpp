@@ -4,9 +4,7 @@
 namespace fencing::core {
 
 namespace {
-std::int64_t add_sat(std::int64_t a, std::int64_t b) noexcept {
-    return a > INT64_MAX - b ? INT64_MAX : a + b;
-}
+std::int64_t add_sat(std::int64_t a, std::int64_t b) noexcept { return a > INT64_MAX - b ? INT64_MAX : a + b; }
 }  // namespace
 
 bool stamp_vouches(const CounterStamp& on_page, const CounterStamp& here, std::uint64_t page_lsn,
@@ -82,8 +80,7 @@ CounterPlan plan_next_token(const CounterPage& page, std::int64_t floor, std::ui
     plan.covering = newest;
     // The oldest replayable record known to cover the token: the likeliest
     // to be flushed already.
-    if (before.lsn != 0 && before.lsn > redo && before.lsn < newest.lsn && before.upto >= token)
-        plan.covering = before;
+    if (before.lsn != 0 && before.lsn > redo && before.lsn < newest.lsn && before.upto >= token) plan.covering = before;
     const bool half_used = remaining - 1 < (plan.covered - token) / 2;
     plan.action = half_used && plan.covered > newest.upto ? CounterAction::log_ahead : CounterAction::count_down;
     return plan;

@@ -78,7 +78,7 @@ struct CounterPage {
     std::int64_t last_value = 0;  // the value handed out last (or the start, when !is_called)
     std::int64_t log_cnt = 0;     // values left under the newest record
     bool is_called = false;
-    std::uint64_t lsn = 0;        // end of the newest record
+    std::uint64_t lsn = 0;  // end of the newest record
     // Whether the page's stamp matches (stamp_vouches): its newest record was
     // written by this server run for this very file, in this incarnation of
     // the database.
@@ -107,9 +107,9 @@ bool stamp_vouches(const CounterStamp& on_page, const CounterStamp& here, std::u
                    std::uint64_t born) noexcept;
 
 enum class CounterAction {
-    count_down,  // hand out without WAL
-    log_now,     // nothing replayable covers the token: log, and the token waits for that record
-    log_ahead,   // hand out under the current record, and log the next one now
+    count_down,      // hand out without WAL
+    log_now,         // nothing replayable covers the token: log, and the token waits for that record
+    log_ahead,       // hand out under the current record, and log the next one now
     wait_for_clock,  // the token would run past the clock bound: wait wait_us, then plan again
 };
 

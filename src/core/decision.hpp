@@ -50,15 +50,15 @@ struct WriteInput {
 };
 
 enum class Verdict {
-    accept,          // write the row (filling in the token when fill_row says so)
-    reject_error,    // raise 23T01
-    reject_skip,     // leave the row unchanged, do not count it
+    accept,        // write the row (filling in the token when fill_row says so)
+    reject_error,  // raise 23T01
+    reject_skip,   // leave the row unchanged, do not count it
 };
 
 enum class RejectReason {
     none,
-    no_token,        // no incoming token at all (NULL column and no setting)
-    not_newer,       // incoming <= stored (or == without allow_equal / explicit token)
+    no_token,   // no incoming token at all (NULL column and no setting)
+    not_newer,  // incoming <= stored (or == without allow_equal / explicit token)
 };
 
 struct Decision {

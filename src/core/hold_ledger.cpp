@@ -17,8 +17,8 @@ bool HoldLedger::any_xact() const noexcept {
     return false;
 }
 
-void HoldLedger::add(std::uint64_t key, std::int64_t token, bool session, std::uint32_t subxact,
-                     std::int64_t lease_ms, std::int64_t statement) {
+void HoldLedger::add(std::uint64_t key, std::int64_t token, bool session, std::uint32_t subxact, std::int64_t lease_ms,
+                     std::int64_t statement) {
     Hold& h = holds_[key];
     const bool was_leased = h.lease_ms > 0;
     if (!h.held()) {

@@ -17,10 +17,10 @@ namespace fencing::core {
 // A lost grant in its delay, as the supervisor's table keeps it.
 struct DelayRecord {
     bool used = false;
-    bool shared = false;         // the lost grant was a shared hold
-    std::uint32_t db = 0;        // its database
-    std::uint64_t key = 0;       // its resource's key
-    std::int64_t until_us = 0;   // when the delay ends (a monotonic clock)
+    bool shared = false;        // the lost grant was a shared hold
+    std::uint32_t db = 0;       // its database
+    std::uint64_t key = 0;      // its resource's key
+    std::int64_t until_us = 0;  // when the delay ends (a monotonic clock)
 };
 
 // Whether the record keeps key of database db from being granted at now_us

@@ -13,10 +13,10 @@ namespace {
 void civil_from_days(std::int64_t z, std::int64_t* y, unsigned* m, unsigned* d) noexcept {
     z += 719468;
     const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    const std::int64_t doe = z - era * 146097;                                  // [0, 146096]
+    const std::int64_t doe = z - era * 146097;                                       // [0, 146096]
     const std::int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;  // [0, 399]
-    const std::int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);               // [0, 365]
-    const std::int64_t mp = (5 * doy + 2) / 153;                                    // [0, 11]
+    const std::int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);                // [0, 365]
+    const std::int64_t mp = (5 * doy + 2) / 153;                                     // [0, 11]
     *d = static_cast<unsigned>(doy - (153 * mp + 2) / 5 + 1);
     *m = static_cast<unsigned>(mp < 10 ? mp + 3 : mp - 9);
     *y = yoe + era * 400 + (*m <= 2);
@@ -63,8 +63,8 @@ std::size_t format_utc(std::int64_t unix_us, char (&out)[kUtcTextMax]) noexcept 
     return n < 0 ? 0 : static_cast<std::size_t>(n) < kUtcTextMax ? static_cast<std::size_t>(n) : kUtcTextMax - 1;
 }
 
-std::size_t event_payload(const char* resource, std::size_t len, LockEvent ev, std::int64_t token,
-                          std::int64_t unix_us, char* out) noexcept {
+std::size_t event_payload(const char* resource, std::size_t len, LockEvent ev, std::int64_t token, std::int64_t unix_us,
+                          char* out) noexcept {
     static const char kHex[] = "0123456789abcdef";
     if (len > 1024) len = 1024;
     std::size_t at = append(out, 0, "{\"resource\":\"");

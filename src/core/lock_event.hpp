@@ -39,14 +39,14 @@ std::size_t format_utc(std::int64_t unix_us, char (&out)[kUtcTextMax]) noexcept;
 
 // The largest payload event_payload() writes: a 1024-byte resource name of
 // which every byte is escaped as \u00XX, the longest event name, token and time.
-inline constexpr std::size_t kPayloadMax =
-    sizeof("{\"resource\":\"") - 1 + 6 * 1024 + sizeof("\",\"event\":\"") - 1 + sizeof("delay_ended") - 1 +
-    sizeof("\",\"token\":") - 1 + 20 + sizeof(",\"time\":\"") - 1 + kUtcTextLongest + sizeof("\"}") - 1;
+inline constexpr std::size_t kPayloadMax = sizeof("{\"resource\":\"") - 1 + 6 * 1024 + sizeof("\",\"event\":\"") - 1 +
+                                           sizeof("delay_ended") - 1 + sizeof("\",\"token\":") - 1 + 20 +
+                                           sizeof(",\"time\":\"") - 1 + kUtcTextLongest + sizeof("\"}") - 1;
 
 // Writes the payload of an event (resource of `len` <= 1024 bytes) and a NUL
 // into out, which has room for kPayloadMax + 1 bytes; returns the length.
-std::size_t event_payload(const char* resource, std::size_t len, LockEvent ev, std::int64_t token,
-                          std::int64_t unix_us, char* out) noexcept;
+std::size_t event_payload(const char* resource, std::size_t len, LockEvent ev, std::int64_t token, std::int64_t unix_us,
+                          char* out) noexcept;
 
 // How many notifications one transaction may queue: at most `per_xact`; and
 // whether the NOTIFY queue's fill should be looked at before the next one (at

@@ -18,16 +18,16 @@ inline constexpr std::int64_t kMaxLockDelayMs = 60 * 1000;
 inline constexpr std::int32_t kMaxPermits = 1000;
 
 struct LockOptions {
-    std::int64_t delay_ms = 0;   // 0: no lock-delay
-    std::int32_t permits = 0;    // 0: a plain resource; N: one of N permits
+    std::int64_t delay_ms = 0;  // 0: no lock-delay
+    std::int32_t permits = 0;   // 0: a plain resource; N: one of N permits
     bool shared = false;
 };
 
 enum class OptionsStatus {
     ok,
-    delay_too_long,       // delay_ms > kMaxLockDelayMs
-    permits_out_of_range, // permits given, but not 1 .. kMaxPermits
-    shared_with_permits,  // a shared hold of a counted resource
+    delay_too_long,        // delay_ms > kMaxLockDelayMs
+    permits_out_of_range,  // permits given, but not 1 .. kMaxPermits
+    shared_with_permits,   // a shared hold of a counted resource
 };
 
 // permits_given: the caller passed a permit count (not NULL); delay_ms is

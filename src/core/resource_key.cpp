@@ -55,8 +55,8 @@ KeySecret secret_from_bytes(const unsigned char* bytes) noexcept {
 
 std::uint64_t siphash24(const KeySecret& secret, const void* data, std::size_t len) noexcept {
     const auto* p = static_cast<const unsigned char*>(data);
-    SipState s{secret.k0 ^ 0x736f6d6570736575ULL, secret.k1 ^ 0x646f72616e646f6dULL,
-               secret.k0 ^ 0x6c7967656e657261ULL, secret.k1 ^ 0x7465646279746573ULL};
+    SipState s{secret.k0 ^ 0x736f6d6570736575ULL, secret.k1 ^ 0x646f72616e646f6dULL, secret.k0 ^ 0x6c7967656e657261ULL,
+               secret.k1 ^ 0x7465646279746573ULL};
     const std::size_t blocks = len / 8;
     for (std::size_t b = 0; b < blocks; ++b) s.absorb(load_le64(p + 8 * b));
     // The last word: the remaining bytes, and the length's low byte on top.

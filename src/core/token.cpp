@@ -4,9 +4,7 @@
 namespace fencing::core {
 
 namespace {
-bool is_space(char c) noexcept {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
+bool is_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 }  // namespace
 
 ParseResult parse_token(const char* text, std::size_t len) noexcept {

@@ -42,8 +42,6 @@ inline constexpr std::size_t kTokenTextMax = 21;
 std::size_t format_token(std::int64_t v, char* buf) noexcept;
 
 // Three-way comparison, -1 / 0 / 1.
-inline int compare_tokens(std::int64_t a, std::int64_t b) noexcept {
-    return (a < b) ? -1 : (a > b) ? 1 : 0;
-}
+inline int compare_tokens(std::int64_t a, std::int64_t b) noexcept { return (a < b) ? -1 : (a > b) ? 1 : 0; }
 
 }  // namespace fencing::core

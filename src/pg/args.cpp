@@ -16,9 +16,9 @@ Resource resource_arg(FunctionCallInfo fcinfo, int argno) {
                             errdetail("A resource name is 1 to %zu bytes long.", core::kMaxResourceBytes)));
             break;
         case core::ResourceStatus::too_long:
-            ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("fencing resource name is too long"),
-                            errdetail("The name is %d bytes long; the limit is %zu bytes.", r.len,
-                                      core::kMaxResourceBytes)));
+            ereport(ERROR,
+                    (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("fencing resource name is too long"),
+                     errdetail("The name is %d bytes long; the limit is %zu bytes.", r.len, core::kMaxResourceBytes)));
             break;
         case core::ResourceStatus::ok:
             break;
@@ -31,15 +31,14 @@ std::int64_t interval_ms_arg(FunctionCallInfo fcinfo, int argno, const char* wha
     if (PG_NARGS() <= argno || PG_ARGISNULL(argno)) return -1;
     Interval* iv = PG_GETARG_INTERVAL_P(argno);
     // Months count as 30 days, as everywhere in PostgreSQL's interval arithmetic.
-    __int128 usecs = static_cast<__int128>(iv->time) +
-                     static_cast<__int128>(iv->day) * USECS_PER_DAY +
+    __int128 usecs = static_cast<__int128>(iv->time) + static_cast<__int128>(iv->day) * USECS_PER_DAY +
                      static_cast<__int128>(iv->month) * DAYS_PER_MONTH * USECS_PER_DAY;
     if (usecs < 0 || (usecs == 0 && !allow_zero))
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("%s must be %s", what, allow_zero ? "zero or positive" : "positive"),
-                        errdetail("The interval given is %s.", DatumGetCString(DirectFunctionCall1(
-                                                                  interval_out, IntervalPGetDatum(iv))))));
-    __int128 ms = (usecs + 999) / 1000;  // round up: never wait or lease less than asked
+                        errdetail("The interval given is %s.",
+                                  DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(iv))))));
+    __int128 ms = (usecs + 999) / 1000;         // round up: never wait or lease less than asked
     if (ms > INT_MAX && allow_zero) return -1;  // a wait of more than 24 days: no limit
     if (ms > INT_MAX)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s is too long", what),

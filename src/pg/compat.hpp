@@ -22,7 +22,6 @@
 // 16.9 and 17.5), and a module is only rebuilt per major.
 #pragma once
 
-
 #if PG_VERSION_NUM < 150000
 #error "fencing needs PostgreSQL 15 or later"
 #endif

@@ -69,9 +69,7 @@ XLogRecPtr born_lsn = InvalidXLogRecPtr;
 bool born_valid = false;
 bool born_callback = false;
 
-void forget_born(Datum, compat::SyscacheId, uint32) {
-    born_valid = false;
-}
+void forget_born(Datum, compat::SyscacheId, uint32) { born_valid = false; }
 
 XLogRecPtr incarnation_lsn() {
     if (!born_callback) {
@@ -104,9 +102,7 @@ bool page_vouched(Relation rel, Page page, XLogRecPtr born) {
 }
 
 // The wall clock in microseconds since 1970 (the unit of the clock bound).
-std::int64_t clock_us() {
-    return GetCurrentTimestamp() + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
-}
+std::int64_t clock_us() { return GetCurrentTimestamp() + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY; }
 
 // WAL-logs the counter page as it must be after a crash: covering `covered`.
 // Then puts the page at `token` (handed out), counting down to `covered`, and
@@ -141,7 +137,6 @@ Record log_counter(Relation rel, Buffer buf, std::int64_t token, std::int64_t co
     return Record{lsn, covered};
 }
 
-
 }  // namespace
 
 Issued next_counter_value(Oid seq, std::int64_t floor, core::FloorReach reach) {
@@ -151,9 +146,9 @@ Issued next_counter_value(Oid seq, std::int64_t floor, core::FloorReach reach) {
         seen_generation = fence_oids_generation();
     }
     if (RecoveryInProgress())
-        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-                        errmsg("cannot acquire a fencing lock during recovery"),
-                        errhint("Acquire fencing locks on the primary.")));
+        ereport(ERROR,
+                (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION), errmsg("cannot acquire a fencing lock during recovery"),
+                 errhint("Acquire fencing locks on the primary.")));
     if (XactReadOnly)
         ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
                         errmsg("cannot acquire a fencing lock in a read-only transaction")));

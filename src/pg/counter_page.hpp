@@ -45,7 +45,7 @@ using Record = core::CounterRecord;
 // A token drawn from the counter.
 struct Issued {
     std::int64_t token;
-    Record covering;  // a record covering the token, to be flushed before it leaves
+    Record covering;                // a record covering the token, to be flushed before it leaves
     std::int64_t beyond_bound = 0;  // nonzero: nothing issued, the floor is past this bound
 };
 

@@ -97,7 +97,8 @@ Check check_of(Oid relid, Oid enforce) {
 
 bool same_settings(const bytea* a, const bytea* b) {
     if (a == nullptr || b == nullptr) return a == b;
-    return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) && memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+    return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+           memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
 }
 
 const char* name_of(Oid relid) {
@@ -135,12 +136,12 @@ void install_check(Oid relid, const bytea* args, Oid enforce) {
                         errhint("Use a permanent table, or protect the parent with tombstones => false.")));
     if (strcmp(check_arg(args, 4), "true") == 0)
         if (const char* problem = tombstones::key_problem(relid))
-            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                            errmsg("table \"%s\" cannot carry the check of a table protected with tombstones",
-                                   name_of(relid)),
-                            errdetail("%s Tombstones remember deleted rows by their primary key.", problem),
-                            errhint("Give it a primary key (CREATE TABLE ... (PRIMARY KEY (...)) INHERITS (...)), or "
-                                    "protect the parent with tombstones => false.")));
+            ereport(ERROR,
+                    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                     errmsg("table \"%s\" cannot carry the check of a table protected with tombstones", name_of(relid)),
+                     errdetail("%s Tombstones remember deleted rows by their primary key.", problem),
+                     errhint("Give it a primary key (CREATE TABLE ... (PRIMARY KEY (...)) INHERITS (...)), or "
+                             "protect the parent with tombstones => false.")));
     CreateTrigStmt* stmt = makeNode(CreateTrigStmt);
     stmt->replace = false;
     stmt->isconstraint = false;
@@ -237,12 +238,13 @@ void cover_child(Oid relid, bool advance, Oid enforce) {
             args = pc.args;
             from = parent;
         } else if (!same_settings(args, pc.args)) {
-            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                            errmsg("table \"%s\" inherits from protected tables with different settings", name_of(relid)),
-                            errdetail("\"%s\" and \"%s\" are protected with different settings; a write through either "
-                                      "reaches the rows of \"%s\", which can carry one check only.",
-                                      name_of(from), name_of(parent), name_of(relid)),
-                            errhint("Protect the parent tables with the same settings.")));
+            ereport(ERROR,
+                    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                     errmsg("table \"%s\" inherits from protected tables with different settings", name_of(relid)),
+                     errdetail("\"%s\" and \"%s\" are protected with different settings; a write through either "
+                               "reaches the rows of \"%s\", which can carry one check only.",
+                               name_of(from), name_of(parent), name_of(relid)),
+                     errhint("Protect the parent tables with the same settings.")));
         }
     }
     if (from == InvalidOid) return;
@@ -257,8 +259,8 @@ void cover_child(Oid relid, bool advance, Oid enforce) {
     if (own.found) {
         if (!same_settings(own.args, args))
             ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                            errmsg("table \"%s\" is protected with other settings than its parent \"%s\"", name_of(relid),
-                                   name_of(from)),
+                            errmsg("table \"%s\" is protected with other settings than its parent \"%s\"",
+                                   name_of(relid), name_of(from)),
                             errdetail("Writes through \"%s\" reach the rows of \"%s\", which must be checked with the "
                                       "settings of \"%s\".",
                                       name_of(from), name_of(relid), name_of(from)),
@@ -273,8 +275,7 @@ void cover_child(Oid relid, bool advance, Oid enforce) {
                             errhint("Run the command as the owner of \"%s\".", name_of(relid))));
         install_check(relid, args, enforce);
     }
-    foreach (lc, find_inheritance_children(relid, NoLock))
-        cover_child(lfirst_oid(lc), false, enforce);
+    foreach (lc, find_inheritance_children(relid, NoLock)) cover_child(lfirst_oid(lc), false, enforce);
     if (advance) advance_past_tokens(relid);
 }
 
@@ -297,13 +298,13 @@ void keep_detached(Oid parent, Oid part, Oid enforce) {
     Check pc = check_of(parent, enforce);
     if (!pc.found || check_of(part, enforce).found) return;
     if (pg_class_aclcheck(part, GetUserId(), ACL_TRIGGER) != ACLCHECK_OK)
-        ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                        errmsg("cannot detach partition \"%s\" from protected table \"%s\"", name_of(part),
-                               name_of(parent)),
-                        errdetail("A partition detached from a protected table stays protected until it is "
-                                  "unprotected itself; its check must be installed, which needs the TRIGGER "
-                                  "privilege on it."),
-                        errhint("Detach it as its owner, or unprotect \"%s\" first.", name_of(parent))));
+        ereport(ERROR,
+                (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                 errmsg("cannot detach partition \"%s\" from protected table \"%s\"", name_of(part), name_of(parent)),
+                 errdetail("A partition detached from a protected table stays protected until it is "
+                           "unprotected itself; its check must be installed, which needs the TRIGGER "
+                           "privilege on it."),
+                 errhint("Detach it as its owner, or unprotect \"%s\" first.", name_of(parent))));
     install_check(part, pc.args, enforce);
 }
 

@@ -42,10 +42,11 @@ void make_durable(XLogRecPtr lsn) {
     // a termination that is on its way): the token must not leave. Not a
     // class-08 code: that would tell connection pools the connection broke.
     if (sync_standbys_defined() && !sync_standby_confirmed(lsn))
-        ereport(ERROR, (errcode(ProcDiePending ? ERRCODE_ADMIN_SHUTDOWN : ERRCODE_QUERY_CANCELED),
-                        errmsg("fence token was not confirmed by the synchronous standby"),
-                        errdetail("The wait for synchronous replication was canceled before the standby flushed the token."),
-                        errhint("The token was not handed out; acquire again.")));
+        ereport(ERROR,
+                (errcode(ProcDiePending ? ERRCODE_ADMIN_SHUTDOWN : ERRCODE_QUERY_CANCELED),
+                 errmsg("fence token was not confirmed by the synchronous standby"),
+                 errdetail("The wait for synchronous replication was canceled before the standby flushed the token."),
+                 errhint("The token was not handed out; acquire again.")));
 }
 
 }  // namespace
@@ -60,7 +61,6 @@ void check_sync_standby_required() {
                         errhint("Set synchronous_standby_names, or turn fencing.require_sync_standby off.")));
 }
 
-
 // Flushes (and has synchronous standbys confirm) the record covering a token.
 // With synchronous standbys configured, always check (cheap when the standby
 // has already confirmed): they may have been configured, or replaced by a
@@ -70,6 +70,5 @@ void make_covering_durable(XLogRecPtr lsn) {
     make_durable(lsn);
     if (lsn > known_flushed) known_flushed = lsn;
 }
-
 
 }  // namespace fencing::pg

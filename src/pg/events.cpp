@@ -113,4 +113,3 @@ void wait_failed(const Wait& w) noexcept {
 }
 
 }  // namespace fencing::pg::events
-

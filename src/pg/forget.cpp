@@ -85,8 +85,8 @@ std::int64_t delete_idle_rows(Relation rel, Oid index, std::int64_t key, std::in
 std::int64_t forget(FunctionCallInfo fcinfo) {
     const std::int64_t idle = idle_seconds(fcinfo);
     if (RecoveryInProgress())
-        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-                        errmsg("cannot forget fence state during recovery")));
+        ereport(ERROR,
+                (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION), errmsg("cannot forget fence state during recovery")));
     if (XactReadOnly)
         ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
                         errmsg("cannot forget fence state in a read-only transaction")));
@@ -114,8 +114,7 @@ std::int64_t forget(FunctionCallInfo fcinfo) {
             // Held or awaited by anyone (or no lock memory left): skip it.
             // Kept until the transaction ends, so that no acquisition can
             // record a grant in a row whose deletion is not yet committed.
-            if (compat::try_lock_quietly(&tag, AccessExclusiveLock, false) == LOCKACQUIRE_NOT_AVAIL)
-                continue;
+            if (compat::try_lock_quietly(&tag, AccessExclusiveLock, false) == LOCKACQUIRE_NOT_AVAIL) continue;
             cand[n++].key = key;
         }
         systable_endscan(scan);

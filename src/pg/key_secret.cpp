@@ -86,11 +86,11 @@ const core::KeySecret& current_secret() {
     systable_endscan(scan);
     table_close(rel, AccessShareLock);
     if (rows == 0)
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("fencing resource key secret is missing"),
-                        errdetail("The table fencing.key_secret has no row."),
-                        errhint("As a superuser, run INSERT INTO fencing.key_secret DEFAULT VALUES while no fencing "
-                                "lock is held.")));
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE), errmsg("fencing resource key secret is missing"),
+                 errdetail("The table fencing.key_secret has no row."),
+                 errhint("As a superuser, run INSERT INTO fencing.key_secret DEFAULT VALUES while no fencing "
+                         "lock is held.")));
     if (rows > 1 || !well_formed)
         ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.key_secret is malformed"),
                         errdetail("It holds %d rows; it must hold one, of 16 bytes.", rows)));
@@ -122,8 +122,8 @@ bool find_other_row(Relation rel, Oid index, std::int64_t key, Datum resource, I
                     std::int64_t* token) {
     ScanKeyData skey[2];
     ScanKeyInit(&skey[0], kStateAttKey, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(key));
-    ScanKeyEntryInitialize(&skey[1], 0, kStateAttResource, BTEqualStrategyNumber, InvalidOid, C_COLLATION_OID,
-                           F_TEXTEQ, resource);
+    ScanKeyEntryInitialize(&skey[1], 0, kStateAttResource, BTEqualStrategyNumber, InvalidOid, C_COLLATION_OID, F_TEXTEQ,
+                           resource);
     SysScanDesc scan = systable_beginscan(rel, index, true, SnapshotSelf, 2, skey);
     HeapTuple tup;
     bool found = false;
@@ -173,8 +173,8 @@ void rekey_fence_state(const core::KeySecret& secret) {
         heap_deform_tuple(tup, d, values, isnull);
         if (isnull[kStateAttKey - 1] || isnull[kStateAttResource - 1] || isnull[kStateAttToken - 1]) continue;
         text* name = DatumGetTextPP(values[kStateAttResource - 1]);
-        const std::int64_t key = core::key_as_int64(
-            core::resource_key(secret, VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name)));
+        const std::int64_t key =
+            core::key_as_int64(core::resource_key(secret, VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name)));
         if (key == DatumGetInt64(values[kStateAttKey - 1])) continue;
         ItemPointerData self = tup->t_self;
         const Datum resource = PointerGetDatum(name);
@@ -277,10 +277,10 @@ FENCING_FUNCTION(fencing_key_secret_replace) {
             bool replace[1] = {true};
             row = heap_modify_tuple(row, desc, replacement, nulls, replace);
         } else if (!secret_bytes(value, bytes)) {
-            ereport(ERROR, (errcode(ERRCODE_CHECK_VIOLATION),
-                            errmsg("a fencing resource key secret must be 16 bytes long"),
-                            errdetail("The value given is %d bytes long.",
-                                      static_cast<int>(VARSIZE_ANY_EXHDR(DatumGetByteaPP(value))))));
+            ereport(ERROR,
+                    (errcode(ERRCODE_CHECK_VIOLATION), errmsg("a fencing resource key secret must be 16 bytes long"),
+                     errdetail("The value given is %d bytes long.",
+                               static_cast<int>(VARSIZE_ANY_EXHDR(DatumGetByteaPP(value))))));
         }
         rekey_fence_state(core::secret_from_bytes(bytes));
         delete_other_secrets(rel, inserting ? nullptr : &td->tg_trigtuple->t_self);

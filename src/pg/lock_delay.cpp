@@ -46,7 +46,7 @@ std::size_t lock_delay_publish() {
     for (std::size_t i = 0; i < n; ++i) {
         const std::uint64_t key = delayed[i].key;
         const LOCKTAG rtag = resource_tag(key);
-        const LOCKMODE mode = held_by_me(rtag, kSessionMode) ? kSessionMode
+        const LOCKMODE mode = held_by_me(rtag, kSessionMode)  ? kSessionMode
                               : held_by_me(rtag, kSharedMode) ? kSharedMode
                               : held_by_me(rtag, kXactMode)   ? kXactMode
                                                               : NoLock;
@@ -55,8 +55,8 @@ std::size_t lock_delay_publish() {
         // session scope (a transaction's grant never committed).
         const notify::Announced a = held_at_session_scope(key) ? notify::announced(key) : notify::Announced{};
         const core::GrantTraits& t = delayed[i].traits;
-        const supervisor::LostGrant g{key, t.delay_ms, mode, t.base, t.permits, a.resource != nullptr,
-                                      a.resource, a.len, a.token};
+        const supervisor::LostGrant g{key,        t.delay_ms, mode,   t.base, t.permits, a.resource != nullptr,
+                                      a.resource, a.len,      a.token};
         if (supervisor::post_delay(g))
             ++posted;
         else

@@ -64,8 +64,7 @@ core::LockOptions lock_options_arg(FunctionCallInfo fcinfo, bool try_only) {
                             errdetail("The count given is %d.", o.permits)));
             break;
         case core::OptionsStatus::shared_with_permits:
-            ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                            errmsg("a counted lock cannot be held shared"),
+            ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("a counted lock cannot be held shared"),
                             errdetail("Each permit is an exclusive grant with a token of its own."),
                             errhint("Pass either permits or shared => true.")));
             break;

@@ -75,17 +75,17 @@ struct AcquireCall {
     Resource r;
     bool session;
     bool try_only;
-    std::int64_t wait_ms;  // -1: no bound
-    std::int64_t lease_ms; // 0: none
+    std::int64_t wait_ms;   // -1: no bound
+    std::int64_t lease_ms;  // 0: none
     bool reentrant;
     core::LockOptions opts;
 };
-bool acquire_shared(const AcquireCall& c, std::int64_t* out);   // pg/shared_holds.cpp
-bool acquire_permit(const AcquireCall& c, std::int64_t* out);   // pg/permits.cpp
+bool acquire_shared(const AcquireCall& c, std::int64_t* out);  // pg/shared_holds.cpp
+bool acquire_permit(const AcquireCall& c, std::int64_t* out);  // pg/permits.cpp
 
 // validate() of a token granted for a permit of the resource: true (and the
 // permit's guard held) when a hold granted with it is still held.
-bool validate_permit(const Resource& r, std::int64_t token);    // pg/permits.cpp
+bool validate_permit(const Resource& r, std::int64_t token);  // pg/permits.cpp
 // The base key of a counted resource: its first permit's key (pg/permits.cpp).
 std::uint64_t permit_base_key(const Resource& r);
 

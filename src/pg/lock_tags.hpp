@@ -24,7 +24,7 @@ inline constexpr uint16 kGuardTagKind = 0x7E03;     // (db, key hi, key lo): val
 // write creates or removes it (tombstones.cpp).
 inline constexpr uint16 kTombstoneTagKind = 0x7E10;
 // Tags of the options of 1.1 (pg/lock_options.hpp); 0x7E04 .. 0x7E08 = 32260 .. 32264.
-inline constexpr uint16 kDelayTagKind = 0x7E04;     // (db, end of delay in s, key lo): a lost grant in its delay
+inline constexpr uint16 kDelayTagKind = 0x7E04;        // (db, end of delay in s, key lo): a lost grant in its delay
 inline constexpr uint16 kPermitsHeldTagKind = 0x7E05;  // (db, key hi, key lo): some permit of the resource is held
 inline constexpr uint16 kPermitCountTagKind = 0x7E06;  // (db, key hi, key lo ^ N): a permit held with count N
 inline constexpr uint16 kSharedXactTagKind = 0x7E07;   // (db, key hi, key lo): a shared hold is transaction-scoped
@@ -81,8 +81,6 @@ inline LOCKTAG option_tag(uint16 kind, std::uint32_t hi, std::uint32_t lo) {
     return tag;
 }
 
-inline bool held_by_me(const LOCKTAG& tag, LOCKMODE mode) {
-    return compat::lock_held_by_me(&tag, mode);
-}
+inline bool held_by_me(const LOCKTAG& tag, LOCKMODE mode) { return compat::lock_held_by_me(&tag, mode); }
 
 }  // namespace fencing::pg

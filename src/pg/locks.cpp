@@ -161,9 +161,9 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
     // report fencing.require_sync_standby unmet, and a busy resource would
     // make try_acquire return NULL).
     if (RecoveryInProgress())
-        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-                        errmsg("cannot acquire a fencing lock during recovery"),
-                        errhint("Acquire fencing locks on the primary.")));
+        ereport(ERROR,
+                (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION), errmsg("cannot acquire a fencing lock during recovery"),
+                 errhint("Acquire fencing locks on the primary.")));
     const core::LockOptions opts = lock_options_arg(fcinfo, try_only);
     // The supervisor enforces leases and keeps lock-delays.
     if (lease_ms > 0) supervisor::require("leases");
@@ -316,14 +316,16 @@ Datum acquire_entry(FunctionCallInfo fcinfo, bool session, bool try_only, const 
 
 [[noreturn]] void report_stale(const Resource& r, std::int64_t presented, const StateRow& row, const char* why) {
     if (row.found)
-        ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN), errmsg("stale fence token for resource \"%.*s\"", r.len, r.data),
-                        errdetail("Token %lld was presented for resource \"%.*s\"; its latest token is %lld; %s.",
-                                  static_cast<long long>(presented), r.len, r.data, static_cast<long long>(row.token), why),
-                        errhint("The lock was lost; acquire it again and use the new token.")));
-    ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN), errmsg("stale fence token for resource \"%.*s\"", r.len, r.data),
-                    errdetail("Token %lld was presented for resource \"%.*s\", which has never been acquired.",
-                              static_cast<long long>(presented), r.len, r.data),
-                    errhint("Acquire the resource with fencing.acquire() and use the token it returns.")));
+        ereport(ERROR,
+                (errcode(ERRCODE_FENCING_STALE_TOKEN), errmsg("stale fence token for resource \"%.*s\"", r.len, r.data),
+                 errdetail("Token %lld was presented for resource \"%.*s\"; its latest token is %lld; %s.",
+                           static_cast<long long>(presented), r.len, r.data, static_cast<long long>(row.token), why),
+                 errhint("The lock was lost; acquire it again and use the new token.")));
+    ereport(ERROR,
+            (errcode(ERRCODE_FENCING_STALE_TOKEN), errmsg("stale fence token for resource \"%.*s\"", r.len, r.data),
+             errdetail("Token %lld was presented for resource \"%.*s\", which has never been acquired.",
+                       static_cast<long long>(presented), r.len, r.data),
+             errhint("Acquire the resource with fencing.acquire() and use the token it returns.")));
     pg_unreachable();
 }
 
@@ -337,7 +339,9 @@ FENCING_FUNCTION(fencing_try_acquire_xact) { return acquire_entry(fcinfo, false,
 // functions, under names a backend still running the 1.0 module lacks.
 FENCING_FUNCTION(fencing_acquire_with_options) { return acquire_entry(fcinfo, true, false, "fencing.acquire"); }
 FENCING_FUNCTION(fencing_try_acquire_with_options) { return acquire_entry(fcinfo, true, true, "fencing.try_acquire"); }
-FENCING_FUNCTION(fencing_acquire_xact_with_options) { return acquire_entry(fcinfo, false, false, "fencing.acquire_xact"); }
+FENCING_FUNCTION(fencing_acquire_xact_with_options) {
+    return acquire_entry(fcinfo, false, false, "fencing.acquire_xact");
+}
 FENCING_FUNCTION(fencing_try_acquire_xact_with_options) {
     return acquire_entry(fcinfo, false, true, "fencing.try_acquire_xact");
 }
@@ -403,9 +407,11 @@ FENCING_FUNCTION(fencing_validate) {
     return guarded("fencing.validate", [&]() -> Datum {
         Resource r = resource_arg(fcinfo, 0);
         if (PG_ARGISNULL(1))
-            ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN), errmsg("stale fence token for resource \"%.*s\"", r.len, r.data),
-                            errdetail("No token was presented for resource \"%.*s\" (the token is null).", r.len, r.data),
-                            errhint("Acquire the resource with fencing.acquire() and use the token it returns.")));
+            ereport(
+                ERROR,
+                (errcode(ERRCODE_FENCING_STALE_TOKEN), errmsg("stale fence token for resource \"%.*s\"", r.len, r.data),
+                 errdetail("No token was presented for resource \"%.*s\" (the token is null).", r.len, r.data),
+                 errhint("Acquire the resource with fencing.acquire() and use the token it returns.")));
         std::int64_t token = PG_GETARG_INT64(1);
         // The guard first, then the check: an acquisition that has not yet
         // issued its token now waits for this transaction to end, and one
@@ -521,7 +527,8 @@ FENCING_FUNCTION(fencing_advance_past_table) {
         const char* query = psprintf("SELECT pg_catalog.max(%s::pg_catalog.int8) FROM %s", quote_identifier(column),
                                      quote_qualified_identifier(nsp, relname));
         if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
-        if (SPI_execute(query, true, 1) != SPI_OK_SELECT || SPI_processed != 1) elog(ERROR, "could not read %s", relname);
+        if (SPI_execute(query, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+            elog(ERROR, "could not read %s", relname);
         bool isnull = true;
         Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
         const std::int64_t top = isnull ? 0 : DatumGetInt64(d);
@@ -543,8 +550,7 @@ FENCING_FUNCTION(fencing_advance_past) {
         // The restore trigger of fencing.fence_state calls it for the rows
         // being loaded: a role that may insert them (pg_database_owner
         // restoring its database) may move the counter past them.
-        const bool loading_state = get_rel_name(relid) != nullptr &&
-                                   strcmp(get_rel_name(relid), "fence_state") == 0 &&
+        const bool loading_state = get_rel_name(relid) != nullptr && strcmp(get_rel_name(relid), "fence_state") == 0 &&
                                    get_rel_namespace(relid) == get_namespace_oid("fencing", true) &&
                                    pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) == ACLCHECK_OK;
         if (!loading_state && !owns_table(relid))

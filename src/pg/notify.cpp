@@ -139,9 +139,7 @@ bool enabled_for(std::uint64_t key) {
     return keys.enabled(key);
 }
 
-std::int64_t unix_now_us() {
-    return GetCurrentTimestamp() + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
-}
+std::int64_t unix_now_us() { return GetCurrentTimestamp() + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY; }
 
 double queue_usage() {
     LOCAL_FCINFO(fc, 0);
@@ -203,8 +201,8 @@ void warn_refused() {
     const std::uint32_t refused = budget.refused();
     if (refused == 0) return;
     ereport(WARNING, (errcode(ERRCODE_WARNING),
-                      errmsg("%u fencing notification%s of this transaction %s not sent", refused, refused == 1 ? "" : "s",
-                             refused == 1 ? "was" : "were"),
+                      errmsg("%u fencing notification%s of this transaction %s not sent", refused,
+                             refused == 1 ? "" : "s", refused == 1 ? "was" : "were"),
                       errdetail("A transaction sends at most %u lock-event notifications, and none while the "
                                 "notification queue is half full or more.",
                                 kPerTransaction),
@@ -281,8 +279,7 @@ std::uint64_t session_ending() {
         if (!held_at_session_scope(ks[i])) continue;
         const core::Announcements::Grant* g = grants.find(ks[i]);
         if (g == nullptr) continue;
-        if (!supervisor::post_event(core::LockEvent::lost, g->resource.data(), g->resource.size(), g->token))
-            ++dropped;
+        if (!supervisor::post_event(core::LockEvent::lost, g->resource.data(), g->resource.size(), g->token)) ++dropped;
     }
     if (cap > n) dropped += cap - n;
     return dropped;
@@ -344,7 +341,8 @@ FENCING_FUNCTION(fencing_set_notify) {
                 ++named;
                 if (!all) {
                     text* t = DatumGetTextPP(v);
-                    match = VARSIZE_ANY_EXHDR(t) == static_cast<Size>(r.len) && memcmp(VARDATA_ANY(t), r.data, r.len) == 0;
+                    match =
+                        VARSIZE_ANY_EXHDR(t) == static_cast<Size>(r.len) && memcmp(VARDATA_ANY(t), r.data, r.len) == 0;
                 }
             }
             if (!match) continue;

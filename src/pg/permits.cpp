@@ -64,17 +64,17 @@ LOCKTAG count_mark(std::uint64_t base, std::int32_t permits) {
 
 [[noreturn]] void report_count_mismatch(const Resource& r, std::int32_t asked, std::int32_t held) {
     if (held > 0)
-        ereport(ERROR, (errcode(ERRCODE_FENCING_PERMIT_COUNT),
-                        errmsg("fencing resource \"%.*s\" is counted with %d permits, not %d", r.len, r.data, held,
-                               asked),
-                        errdetail("This session holds a permit of it, taken with permits => %d.", held),
-                        errhint("Every caller must pass the same permits for a resource.")));
-    ereport(ERROR, (errcode(ERRCODE_FENCING_PERMIT_COUNT),
-                    errmsg("fencing resource \"%.*s\" is held with another count of permits than %d", r.len, r.data,
-                           asked),
-                    errdetail("Permits of the resource are held by sessions that passed a different permits."),
-                    errhint("Every caller must pass the same permits for a resource; another count may be used once "
-                            "no permit of it is held.")));
+        ereport(ERROR,
+                (errcode(ERRCODE_FENCING_PERMIT_COUNT),
+                 errmsg("fencing resource \"%.*s\" is counted with %d permits, not %d", r.len, r.data, held, asked),
+                 errdetail("This session holds a permit of it, taken with permits => %d.", held),
+                 errhint("Every caller must pass the same permits for a resource.")));
+    ereport(ERROR,
+            (errcode(ERRCODE_FENCING_PERMIT_COUNT),
+             errmsg("fencing resource \"%.*s\" is held with another count of permits than %d", r.len, r.data, asked),
+             errdetail("Permits of the resource are held by sessions that passed a different permits."),
+             errhint("Every caller must pass the same permits for a resource; another count may be used once "
+                     "no permit of it is held.")));
     pg_unreachable();
 }
 
@@ -89,7 +89,6 @@ LOCKTAG count_mark(std::uint64_t base, std::int32_t permits) {
                             "token back.")));
     pg_unreachable();
 }
-
 
 // Permit P of R, whose key is KEY, is held by this session under its own
 // name, by a plain acquisition of R, chr(31), P. A counted acquisition of R
@@ -142,7 +141,6 @@ std::int32_t take_free_permit(const PermitNames& pn, std::int32_t n, LOCKMODE mo
     }
     return 0;
 }
-
 
 // The permit to wait for in this round: the one granted longest ago.
 std::int32_t choose_permit(const PermitNames& pn, std::int32_t n, std::int32_t round) {
@@ -229,8 +227,7 @@ bool acquire_permit(const AcquireCall& c, std::int64_t* out) {
     // acquisition of R, chr(31), p): it holds the resource already, and no
     // counted hold nests on that one, reentrant or not.
     for (std::int32_t p = 1; p <= n; ++p)
-        if (const std::uint64_t k = key_of(pn, p); holds_any_mode(resource_tag(k)))
-            report_permit_held_by_name(r, p, k);
+        if (const std::uint64_t k = key_of(pn, p); holds_any_mode(resource_tag(k))) report_permit_held_by_name(r, p, k);
 
     // The bound of the whole wait: wait, and lock_timeout when shorter.
     const TimestampTz asked_at = GetCurrentTimestamp();

@@ -75,8 +75,8 @@ extern "C" {
 
 // Declares an SQL-callable function: C linkage, PG_FUNCTION_INFO_V1, visible.
 // Its body must run under fencing::pg::guarded() (see bridge.hpp).
-#define FENCING_FUNCTION(name)       \
-    extern "C" {                     \
-    PG_FUNCTION_INFO_V1(name);       \
-    }                                \
+#define FENCING_FUNCTION(name) \
+    extern "C" {               \
+    PG_FUNCTION_INFO_V1(name); \
+    }                          \
     extern "C" PGDLLEXPORT Datum name(PG_FUNCTION_ARGS)

@@ -101,12 +101,10 @@ StateRow lookup_row(Relation rel, Oid index, std::uint64_t key, const char* reso
     return row;
 }
 
-std::int32_t now_seconds() {
-    return static_cast<std::int32_t>(GetCurrentTimestamp() / USECS_PER_SEC);
-}
+std::int32_t now_seconds() { return static_cast<std::int32_t>(GetCurrentTimestamp() / USECS_PER_SEC); }
 
-Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char* resource, int len,
-                         std::int64_t token, std::int32_t granted_at, std::int32_t lease_ms, std::int64_t* stored) {
+Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char* resource, int len, std::int64_t token,
+                         std::int32_t granted_at, std::int32_t lease_ms, std::int64_t* stored) {
     ScanKeyData skey[2];
     row_scan_keys(skey, key, resource, len);
     HeapTuple old = nullptr;

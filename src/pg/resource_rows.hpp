@@ -35,8 +35,8 @@ enum class Recorded {
 // Records the grant in the resource's existing row. The counter can be behind
 // a stored token when the rows were restored from a dump of a database whose
 // counter was ahead of this one's clock seed: *stored then says how far.
-Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char* resource, int len,
-                         std::int64_t token, std::int32_t granted_at, std::int32_t lease_ms, std::int64_t* stored);
+Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char* resource, int len, std::int64_t token,
+                         std::int32_t granted_at, std::int32_t lease_ms, std::int64_t* stored);
 
 // First grant of a resource: inserts its row, frozen (it stays, visible to
 // everyone, even if this transaction aborts: the token was handed out either

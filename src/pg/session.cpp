@@ -120,12 +120,14 @@ void name_lease_expiry(ErrorData* edata) {
             IsTransactionBlock() ? ERRCODE_IDLE_IN_TRANSACTION_SESSION_TIMEOUT : ERRCODE_IDLE_SESSION_TIMEOUT;
         edata->message = psprintf("terminating connection because its fencing lease of %d ms expired",
                                   static_cast<int>(ended_lease_ms > INT_MAX ? INT_MAX : ended_lease_ms));
-        edata->detail = psprintf("The client sent and read nothing for longer than the lease while the session held "
-                                 "%d leased fencing lock%s or guard%s; the locks are released and their tokens are "
-                                 "stale.",
-                                 held, held == 1 ? "" : "s", held == 1 ? "" : "s");
-        edata->hint = pstrdup("Acquire the locks again on a new connection, and renew the lease (fencing.renew) "
-                              "or send statements more often than the lease.");
+        edata->detail = psprintf(
+            "The client sent and read nothing for longer than the lease while the session held "
+            "%d leased fencing lock%s or guard%s; the locks are released and their tokens are "
+            "stale.",
+            held, held == 1 ? "" : "s", held == 1 ? "" : "s");
+        edata->hint = pstrdup(
+            "Acquire the locks again on a new connection, and renew the lease (fencing.renew) "
+            "or send statements more often than the lease.");
         MemoryContextSwitchTo(old);
     }
     if (previous_emit_log_hook) previous_emit_log_hook(edata);

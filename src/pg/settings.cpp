@@ -62,11 +62,11 @@ bool require_sync_standby() noexcept { return require_sync_standby_value; }
 std::int64_t log_ahead() noexcept { return log_ahead_value; }
 
 void define_settings() {
-    DefineCustomStringVariable(
-        "fencing.token", "Fence token of the current transaction's writes.",
-        "Used by protected tables for writes that do not carry a token themselves; "
-        "set it with SELECT fencing.use($1) or SET LOCAL fencing.token = '<token>'.",
-        &token_setting_text, "", PGC_USERSET, 0, check_token_setting, assign_token_setting, nullptr);
+    DefineCustomStringVariable("fencing.token", "Fence token of the current transaction's writes.",
+                               "Used by protected tables for writes that do not carry a token themselves; "
+                               "set it with SELECT fencing.use($1) or SET LOCAL fencing.token = '<token>'.",
+                               &token_setting_text, "", PGC_USERSET, 0, check_token_setting, assign_token_setting,
+                               nullptr);
     token_gconf = compat::guc_record("fencing.token");
     DefineCustomBoolVariable(
         "fencing.require_sync_standby", "Refuse to issue fence tokens without a synchronous standby.",
@@ -99,11 +99,12 @@ FENCING_FUNCTION(fencing_use) {
                             errdetail("A fence token is an integer from 1 to 9223372036854775807; %lld is not.",
                                       static_cast<long long>(token))));
         if (!IsTransactionBlock())
-            ereport(ERROR, (errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),
-                            errmsg("fencing.use() can only be used in transaction blocks"),
-                            errdetail("The token applies to the current transaction only; outside a transaction "
-                                      "block that transaction ends with this statement."),
-                            errhint("Run BEGIN first and call fencing.use() in the transaction whose writes it is for.")));
+            ereport(ERROR,
+                    (errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),
+                     errmsg("fencing.use() can only be used in transaction blocks"),
+                     errdetail("The token applies to the current transaction only; outside a transaction "
+                               "block that transaction ends with this statement."),
+                     errhint("Run BEGIN first and call fencing.use() in the transaction whose writes it is for.")));
         char buf[fencing::core::kTokenTextMax];
         fencing::core::format_token(token, buf);
         (void)set_config_option("fencing.token", buf, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);

@@ -36,7 +36,6 @@ namespace {
     pg_unreachable();
 }
 
-
 // What is left of a wait of wait_ms begun at since (-1: unbounded; at least 1).
 std::int64_t left_of(std::int64_t wait_ms, TimestampTz since) {
     if (wait_ms <= 0) return wait_ms;
@@ -74,9 +73,9 @@ bool issue_first_token(const AcquireCall& c, TimestampTz asked_at) {
 bool acquire_shared(const AcquireCall& c, std::int64_t* out) {
     const Resource& r = c.r;
     if (RecoveryInProgress())
-        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-                        errmsg("cannot acquire a fencing lock during recovery"),
-                        errhint("Acquire fencing locks on the primary: a lock on a standby excludes nobody there.")));
+        ereport(ERROR,
+                (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION), errmsg("cannot acquire a fencing lock during recovery"),
+                 errhint("Acquire fencing locks on the primary: a lock on a standby excludes nobody there.")));
     const LOCKTAG rtag = resource_tag(r.key);
     const bool held_exclusive = held_by_me(rtag, kSessionMode) || held_by_me(rtag, kXactMode);
     const bool held_shared = held_by_me(rtag, kSharedMode);

@@ -44,7 +44,8 @@ constexpr const char* kTranche = "fencing";
 constexpr const char* kNotPreloaded =
     "fencing is not in shared_preload_libraries: statistics are not collected (add it there and restart the server)";
 constexpr const char* kTooManyDatabases =
-    "statistics are kept for at most 256 databases at a time, and existing databases hold them all; this database has none";
+    "statistics are kept for at most 256 databases at a time, and existing databases hold them all; this database has "
+    "none";
 
 struct Entry {
     Oid db;   // InvalidOid: free
@@ -56,8 +57,8 @@ struct Entry {
 struct Shared {
     LWLock* lock;
     TimestampTz started;
-    pg_atomic_uint32 generation;   // moves when a table entry is given away
-    pg_atomic_uint64 last_prune;   // TimestampTz
+    pg_atomic_uint32 generation;  // moves when a table entry is given away
+    pg_atomic_uint64 last_prune;  // TimestampTz
     int capacity;
     int databases;  // entries in use, under lock
     int tables;
@@ -80,9 +81,7 @@ struct TableSlot {
 constexpr int kTableSlots = 16;
 TableSlot table_cache[kTableSlots];
 
-Size shared_size() {
-    return add_size(MAXALIGN(sizeof(Shared)), mul_size(kMaxDatabases + max_tables, sizeof(Entry)));
-}
+Size shared_size() { return add_size(MAXALIGN(sizeof(Shared)), mul_size(kMaxDatabases + max_tables, sizeof(Entry))); }
 
 void request() {
     RequestAddinShmemSpace(shared_size());
@@ -306,7 +305,8 @@ Datum interval_ms(std::uint64_t us) { return Float8GetDatum(static_cast<double>(
 
 void init() {
     if (!process_shared_preload_libraries_in_progress) return;
-    DefineCustomIntVariable("fencing.stats_max_tables", "Number of tables whose stale writes fencing.table_stats counts.",
+    DefineCustomIntVariable("fencing.stats_max_tables",
+                            "Number of tables whose stale writes fencing.table_stats counts.",
                             "Tables beyond it count in their database's totals only. Takes effect at server start.",
                             &max_tables, 1000, 0, 1000000, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
     compat::request_shared_memory(request);
@@ -371,8 +371,8 @@ FENCING_FUNCTION(fencing_stats_data) {
         desc = BlessTupleDesc(desc);
         constexpr int kCols = 15;
         if (desc->natts != kCols)
-            ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH), errmsg("fencing.stats_data has %d columns, expected %d",
-                                                                      desc->natts, kCols)));
+            ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                            errmsg("fencing.stats_data has %d columns, expected %d", desc->natts, kCols)));
         Datum v[kCols];
         bool nulls[kCols];
         for (int i = 0; i < kCols; ++i) nulls[i] = true;
@@ -380,12 +380,14 @@ FENCING_FUNCTION(fencing_stats_data) {
         if (e != nullptr) {
             using namespace stats;
             auto get = [&](Counter c) { return pg_atomic_read_u64(&e->c[c]); };
-            const Counter order[] = {kGrants, kWaits, kWaitUs, kWaitMaxUs, kWaitTimeouts, kLeaseExpiries, kLost,
-                                     kStaleRejections, kStaleSkips, kForgets, kNotificationsDropped, kTableStatsMissed};
+            const Counter order[] = {
+                kGrants, kWaits,           kWaitUs,     kWaitMaxUs, kWaitTimeouts,         kLeaseExpiries,
+                kLost,   kStaleRejections, kStaleSkips, kForgets,   kNotificationsDropped, kTableStatsMissed};
             constexpr int kCounted = sizeof(order) / sizeof(order[0]);
             for (int i = 0; i < kCounted; ++i) {
                 const std::uint64_t x = get(order[i]);
-                v[i] = order[i] == kWaitUs || order[i] == kWaitMaxUs ? interval_ms(x) : Int64GetDatum(static_cast<std::int64_t>(x));
+                v[i] = order[i] == kWaitUs || order[i] == kWaitMaxUs ? interval_ms(x)
+                                                                     : Int64GetDatum(static_cast<std::int64_t>(x));
                 nulls[i] = false;
             }
             v[kCounted] = TimestampTzGetDatum(static_cast<TimestampTz>(pg_atomic_read_u64(&e->reset_at)));
@@ -440,10 +442,9 @@ FENCING_FUNCTION(fencing_table_stats_data) {
                 for (int i = 0; i < cap; ++i) {
                     stats::Entry* e = &stats::entries[i];
                     if (e->db != MyDatabaseId || e->rel == InvalidOid) continue;
-                    rows->rows[rows->n++] =
-                        TableRow{e->rel, pg_atomic_read_u64(&e->c[stats::kStaleRejections]),
-                                 pg_atomic_read_u64(&e->c[stats::kStaleSkips]),
-                                 static_cast<TimestampTz>(pg_atomic_read_u64(&e->reset_at))};
+                    rows->rows[rows->n++] = TableRow{e->rel, pg_atomic_read_u64(&e->c[stats::kStaleRejections]),
+                                                     pg_atomic_read_u64(&e->c[stats::kStaleSkips]),
+                                                     static_cast<TimestampTz>(pg_atomic_read_u64(&e->reset_at))};
                 }
                 LWLockRelease(stats::shared->lock);
             }

@@ -66,7 +66,7 @@ namespace fencing::pg::supervisor {
 
 namespace {
 
-constexpr std::size_t kSlotHolds = 32;   // leased holds a slot lists; more: overflow
+constexpr std::size_t kSlotHolds = 32;    // leased holds a slot lists; more: overflow
 constexpr std::size_t kMaxDelays = 1024;  // delays kept at once, all databases
 constexpr std::size_t kMaxEvents = 1024;  // events waiting to be sent, all databases
 constexpr std::size_t kNameMax = core::kMaxResourceBytes;
@@ -106,11 +106,11 @@ struct Named {
 struct Delay {
     core::DelayRecord rec;  // its end on CLOCK_MONOTONIC: a wall clock set back or ahead changes nothing
     bool announce;
-    LOCKMODE mode;            // the lost grant's resource lock mode, for fencing.locks
-    std::uint64_t base;       // a permit's resource's base key
-    std::int32_t permits;     // and its count of permits; 0: not a permit
-    int pid;                  // the ended backend's
-    TimestampTz until;  // the same end on the wall clock, for fencing.locks
+    LOCKMODE mode;         // the lost grant's resource lock mode, for fencing.locks
+    std::uint64_t base;    // a permit's resource's base key
+    std::int32_t permits;  // and its count of permits; 0: not a permit
+    int pid;               // the ended backend's
+    TimestampTz until;     // the same end on the wall clock, for fencing.locks
     std::int64_t token;
     std::uint16_t len;
     char name[kNameMax];
@@ -175,9 +175,7 @@ std::int64_t monotonic_us() {
     return static_cast<std::int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
 }
 
-std::int64_t unix_now_us() {
-    return GetCurrentTimestamp() + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
-}
+std::int64_t unix_now_us() { return GetCurrentTimestamp() + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY; }
 
 void wake_supervisor() noexcept {
     const std::uint32_t n = pg_atomic_read_u32(&shared->supervisor_procno);
@@ -262,12 +260,15 @@ void publish_leases(const LeasedHold* holds, std::size_t n, bool overflow, std::
 
 std::int64_t lease_ending_ms() noexcept {
     const Slot* s = my_slot();
-    return s != nullptr && s->pid == MyProcPid ? pg_atomic_read_u32(const_cast<pg_atomic_uint32*>(&s->ended_lease_ms)) : 0;
+    return s != nullptr && s->pid == MyProcPid ? pg_atomic_read_u32(const_cast<pg_atomic_uint32*>(&s->ended_lease_ms))
+                                               : 0;
 }
 
 int lease_ending_held() noexcept {
     const Slot* s = my_slot();
-    return s != nullptr && s->pid == MyProcPid ? static_cast<int>(pg_atomic_read_u32(const_cast<pg_atomic_uint32*>(&s->ended_held))) : 0;
+    return s != nullptr && s->pid == MyProcPid
+               ? static_cast<int>(pg_atomic_read_u32(const_cast<pg_atomic_uint32*>(&s->ended_held)))
+               : 0;
 }
 
 bool post_event(core::LockEvent ev, const char* resource, std::size_t len, std::int64_t token) {
@@ -354,7 +355,6 @@ bool wait_out_delay(std::uint64_t key, bool for_shared, std::int64_t wait_ms) {
     }
 }
 
-
 // ---------------------------------------------------------------------------
 // The supervisor's loop.
 
@@ -403,7 +403,8 @@ int holds_still_held(const SlotCopy& c, const LockData* locks, std::int64_t* sho
             const LockInstanceData& inst = locks->locks[i];
             if (inst.pid != c.pid) continue;
             if (lh.guard)
-                found = tag_is(inst.locktag, c.db, lh.key, kGuardTagKind) && (inst.holdMask & LOCKBIT_ON(kGuardHoldMode));
+                found =
+                    tag_is(inst.locktag, c.db, lh.key, kGuardTagKind) && (inst.holdMask & LOCKBIT_ON(kGuardHoldMode));
             else
                 found = tag_is(inst.locktag, c.db, lh.key, kResourceTagKind) &&
                         (inst.holdMask & (LOCKBIT_ON(kSessionMode) | LOCKBIT_ON(kXactMode) | LOCKBIT_ON(kSharedMode)));
@@ -509,7 +510,8 @@ long check_leases() {
             // Waiting for its client on TCP: the socket says whether the
             // client sends (bytes received: a long message arriving) or
             // takes data (bytes acknowledged).
-            const bool client = smp.wait == core::BackendWait::client_write || smp.wait == core::BackendWait::client_read;
+            const bool client =
+                smp.wait == core::BackendWait::client_write || smp.wait == core::BackendWait::client_read;
             if (client &&
                 (st->st_clientaddr.addr.ss_family == AF_INET || st->st_clientaddr.addr.ss_family == AF_INET6)) {
                 peers[npeers] = st->st_clientaddr.addr;
@@ -518,7 +520,8 @@ long check_leases() {
         }
     }
     if (npeers > 0) {
-        tcp_probe::Counters* counters = static_cast<tcp_probe::Counters*>(palloc0(sizeof(tcp_probe::Counters) * npeers));
+        tcp_probe::Counters* counters =
+            static_cast<tcp_probe::Counters*>(palloc0(sizeof(tcp_probe::Counters) * npeers));
         tcp_probe::read(PostPortNumber, peers, static_cast<std::size_t>(npeers), counters);
         for (int p = 0; p < npeers; ++p)
             if (counters[p].found) {
@@ -572,7 +575,8 @@ long expire_delays() {
             if (next == 0 || d.rec.until_us < next) next = d.rec.until_us;
             continue;
         }
-        if (d.announce && !add_event_locked(d.rec.db, core::LockEvent::delay_ended, d.name, d.len, d.token, unix_now_us()))
+        if (d.announce &&
+            !add_event_locked(d.rec.db, core::LockEvent::delay_ended, d.name, d.len, d.token, unix_now_us()))
             stats::add_for_database(d.rec.db, stats::kNotificationsDropped, 1);
         d.rec.used = false;
         pg_atomic_fetch_sub_u32(&shared->delays_in_use, 1);

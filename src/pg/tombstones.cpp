@@ -381,9 +381,10 @@ void plan_key(KeyPlan* plan, Relation rel, Oid* pk_out) {
             break;
         }
         if (TupleDescAttr(desc, att - 1)->attgenerated != '\0') {
-            plan->problem = psprintf("Its primary key column \"%s\" is a generated column, which BEFORE triggers see "
-                                     "before it is computed.",
-                                     NameStr(TupleDescAttr(desc, att - 1)->attname));
+            plan->problem = psprintf(
+                "Its primary key column \"%s\" is a generated column, which BEFORE triggers see "
+                "before it is computed.",
+                NameStr(TupleDescAttr(desc, att - 1)->attname));
             break;
         }
         const Oid type = idx->rd_opcintype[k];
@@ -399,9 +400,10 @@ void plan_key(KeyPlan* plan, Relation rel, Oid* pk_out) {
             Form_pg_attribute a = TupleDescAttr(desc, att - 1);
             const Oid part = unhashable_part(a->atttypid);
             if (OidIsValid(part) && part != getBaseType(a->atttypid))
-                plan->problem = psprintf("Its primary key column \"%s\" is of type %s, which has no hash function: "
-                                         "a value of it is hashed by its parts, and a part of type %s has none.",
-                                         NameStr(a->attname), format_type_be(a->atttypid), format_type_be(part));
+                plan->problem = psprintf(
+                    "Its primary key column \"%s\" is of type %s, which has no hash function: "
+                    "a value of it is hashed by its parts, and a part of type %s has none.",
+                    NameStr(a->attname), format_type_be(a->atttypid), format_type_be(part));
             else
                 plan->problem = psprintf("Its primary key column \"%s\" is of type %s, which has no hash function.",
                                          NameStr(a->attname), format_type_be(a->atttypid));
@@ -596,10 +598,9 @@ std::uint64_t hash_key(const Key* key, Relation rel, HeapTuple tup) {
     for (int k = 0; k < key->natts; ++k) {
         bool isnull = false;
         const Datum v = heap_getattr(tup, key->att[k], desc, &isnull);
-        const std::uint64_t hk =
-            isnull ? UINT64_C(0x6e756c6c)
-                   : DatumGetUInt64(FunctionCall2Coll(const_cast<FmgrInfo*>(&key->hash[k]), key->coll[k], v,
-                                                      UInt64GetDatum(kSeed)));
+        const std::uint64_t hk = isnull ? UINT64_C(0x6e756c6c)
+                                        : DatumGetUInt64(FunctionCall2Coll(const_cast<FmgrInfo*>(&key->hash[k]),
+                                                                           key->coll[k], v, UInt64GetDatum(kSeed)));
         h = hash_combine64(h, hk);
     }
     return h;
@@ -738,13 +739,14 @@ std::int64_t forget(FunctionCallInfo fcinfo) {
                         errdetail("The interval given is %s.",
                                   DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(iv))))));
     if (RecoveryInProgress())
-        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION), errmsg("cannot forget tombstones during recovery")));
+        ereport(ERROR,
+                (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION), errmsg("cannot forget tombstones during recovery")));
     if (XactReadOnly)
         ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
                         errmsg("cannot forget tombstones in a read-only transaction")));
     const __int128 limit = static_cast<__int128>(GetCurrentTimestamp()) - usecs;
-    const TimestampTz cutoff = limit < static_cast<__int128>(DT_NOBEGIN) + 1 ? DT_NOBEGIN + 1
-                                                                              : static_cast<TimestampTz>(limit);
+    const TimestampTz cutoff =
+        limit < static_cast<__int128>(DT_NOBEGIN) + 1 ? DT_NOBEGIN + 1 : static_cast<TimestampTz>(limit);
 
     Handle* h = handle();
     Candidate* cand = static_cast<Candidate*>(palloc(sizeof(Candidate) * kMaxPerCall));
@@ -803,10 +805,11 @@ FENCING_FUNCTION(fencing_sql_drop) {
         // per session.
         static SPIPlanPtr dropped_tables = nullptr;
         if (dropped_tables == nullptr) {
-            SPIPlanPtr plan = SPI_prepare("SELECT objid FROM pg_catalog.pg_event_trigger_dropped_objects() "
-                                          "WHERE classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
-                                          "AND objsubid = 0 AND object_type = 'table'",
-                                          0, nullptr);
+            SPIPlanPtr plan = SPI_prepare(
+                "SELECT objid FROM pg_catalog.pg_event_trigger_dropped_objects() "
+                "WHERE classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
+                "AND objsubid = 0 AND object_type = 'table'",
+                0, nullptr);
             if (plan == nullptr || SPI_keepplan(plan) != 0) elog(ERROR, "could not plan the query of dropped tables");
             dropped_tables = plan;
         }

@@ -118,11 +118,12 @@ void build_call_site(CallSite* cs, TriggerData* td) {
                                column, trig->tgname, RelationGetRelationName(rel), format_type_be(type)),
                         errhint("A fence token column must be of type fencing.token or bigint.")));
     if (TupleDescAttr(desc, attnum - 1)->attgenerated != '\0')
-        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                        errmsg("fence token column \"%s\" named by trigger \"%s\" of relation \"%s\" is a generated column",
-                               column, trig->tgname, RelationGetRelationName(rel)),
-                        errdetail("BEFORE triggers see a generated column before it is computed."),
-                        errhint("Use an ordinary column for the token.")));
+        ereport(ERROR,
+                (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                 errmsg("fence token column \"%s\" named by trigger \"%s\" of relation \"%s\" is a generated column",
+                        column, trig->tgname, RelationGetRelationName(rel)),
+                 errdetail("BEFORE triggers see a generated column before it is computed."),
+                 errhint("Use an ordinary column for the token.")));
     core::ProtectMode mode;
     bool b = false;
     if (!parse_bool_arg(trig->tgargs[1], &b)) bad_arguments(trig, rel, "allow_equal must be true or false.");
@@ -237,29 +238,35 @@ bool may_read_column(Relation rel, AttrNumber attnum) {
     if (d.incoming) core::format_token(*d.incoming, in_buf);
     if (stored) core::format_token(*stored, st_buf);
     const char* key = describe_key(rel, keyrow);
-    const char* what = ev == core::WriteEvent::insert ? "inserted" : ev == core::WriteEvent::update ? "updated" : "deleted";
+    const char* what = ev == core::WriteEvent::insert   ? "inserted"
+                       : ev == core::WriteEvent::update ? "updated"
+                                                        : "deleted";
     // The stored token only for a role that may read the token column.
     const char* st = stored ? st_buf : "null";
     char* detail;
     if (d.reason == core::RejectReason::no_token && ev == core::WriteEvent::del)
-        detail = show_stored ? psprintf("Deleting from this table needs fencing.token to be set; the stored token is %s.", st)
-                             : pstrdup("Deleting from this table needs fencing.token to be set.");
+        detail = show_stored
+                     ? psprintf("Deleting from this table needs fencing.token to be set; the stored token is %s.", st)
+                     : pstrdup("Deleting from this table needs fencing.token to be set.");
     else if (d.reason == core::RejectReason::no_token && ev == core::WriteEvent::insert)
         detail = psprintf("The row carries no fence token in column \"%s\" and fencing.token is not set.", column);
     else if (d.reason == core::RejectReason::no_token && in.assigned)
         detail = show_stored ? psprintf("The UPDATE sets column \"%s\" to null; the stored token is %s.", column, st)
                              : psprintf("The UPDATE sets column \"%s\" to null.", column);
     else if (d.reason == core::RejectReason::no_token)
-        detail = show_stored
-                     ? psprintf("The row carries no fence token and fencing.token is not set; the stored token is %s.", st)
-                     : pstrdup("The row carries no fence token and fencing.token is not set.");
+        detail =
+            show_stored
+                ? psprintf("The row carries no fence token and fencing.token is not set; the stored token is %s.", st)
+                : pstrdup("The row carries no fence token and fencing.token is not set.");
     else if (unstated)
-        detail = show_stored ? psprintf("The UPDATE does not assign column \"%s\" and fencing.token is not set, so the row "
-                                        "keeps its stored token %s.",
-                                        column, st)
-                             : psprintf("The UPDATE does not assign column \"%s\" and fencing.token is not set, so the row "
-                                        "keeps its stored token.",
-                                        column);
+        detail = show_stored ? psprintf(
+                                   "The UPDATE does not assign column \"%s\" and fencing.token is not set, so the row "
+                                   "keeps its stored token %s.",
+                                   column, st)
+                             : psprintf(
+                                   "The UPDATE does not assign column \"%s\" and fencing.token is not set, so the row "
+                                   "keeps its stored token.",
+                                   column);
     else if (d.against_deleted) {
         // The row's key was deleted (an INSERT), or the key an UPDATE moves
         // the row to was.
@@ -268,8 +275,7 @@ bool may_read_column(Relation rel, AttrNumber attnum) {
                                         in_buf, st, whose)
                              : psprintf("Incoming token %s is not greater than the token with which %s was deleted.",
                                         in_buf, whose);
-    }
-    else
+    } else
         detail = show_stored ? psprintf("Incoming token %s is not greater than the stored token %s.", in_buf, st)
                              : psprintf("Incoming token %s is not greater than the stored token.", in_buf);
     // A session-level fencing.token is ignored (only the transaction's own
@@ -280,12 +286,14 @@ bool may_read_column(Relation rel, AttrNumber attnum) {
                               : "";
     // A write that carried no token has not lost a lock: say what it lacks.
     char* hint = (d.reason == core::RejectReason::no_token || unstated) && ev == core::WriteEvent::del
-                     ? pstrdup("The write carried no token: set the lock's token for the transaction with SELECT "
-                               "fencing.use($1).")
+                     ? pstrdup(
+                           "The write carried no token: set the lock's token for the transaction with SELECT "
+                           "fencing.use($1).")
                  : d.reason == core::RejectReason::no_token || unstated
-                     ? psprintf("The write carried no token: assign the lock's token to column \"%s\", or set it for "
-                                "the transaction with SELECT fencing.use($1).",
-                                column)
+                     ? psprintf(
+                           "The write carried no token: assign the lock's token to column \"%s\", or set it for "
+                           "the transaction with SELECT fencing.use($1).",
+                           column)
                      : pstrdup("The lock was lost: acquire it again and retry with the new token.");
     if (key)
         ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN),
@@ -350,8 +358,9 @@ Oid role_denied_token(CallSite* cs, Relation rel, AclMode needed) {
 
 Datum enforce(FunctionCallInfo fcinfo) {
     if (!CALLED_AS_TRIGGER(fcinfo))
-        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-                        errmsg("fencing.enforce() was not called by the trigger manager"), errhint("%s", kProtectHint)));
+        ereport(ERROR,
+                (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                 errmsg("fencing.enforce() was not called by the trigger manager"), errhint("%s", kProtectHint)));
     TriggerData* td = reinterpret_cast<TriggerData*>(fcinfo->context);
     Relation rel = td->tg_relation;
     const Trigger* trig = td->tg_trigger;
@@ -444,18 +453,18 @@ Datum enforce(FunctionCallInfo fcinfo) {
     if (ev == core::WriteEvent::update && in.assigned && in_referential_action()) {
         const Oid outer = GetOuterUserId();
         if (outer != GetUserId() && !may_assign_token(&cs->acl_outer, outer, rel, cs->attnum, ACL_UPDATE))
-            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                            errmsg("permission denied for column \"%s\" of relation \"%s\"",
-                                   NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
-                            errdetail("The write is a referential action, run as the table's owner but set off in a "
-                                      "session of role \"%s\"; it writes the fence token column \"%s\" with a value "
-                                      "of the referenced table, and that needs the UPDATE privilege on the column for "
-                                      "the session's role too.",
-                                      GetUserNameFromId(outer, false),
-                                      NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname)),
-                            errhint("Grant role \"%s\" UPDATE on the token column, or run the statement with a role "
-                                    "that has it.",
-                                    GetUserNameFromId(outer, false))));
+            ereport(ERROR,
+                    (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                     errmsg("permission denied for column \"%s\" of relation \"%s\"",
+                            NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
+                     errdetail("The write is a referential action, run as the table's owner but set off in a "
+                               "session of role \"%s\"; it writes the fence token column \"%s\" with a value "
+                               "of the referenced table, and that needs the UPDATE privilege on the column for "
+                               "the session's role too.",
+                               GetUserNameFromId(outer, false), NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname)),
+                     errhint("Grant role \"%s\" UPDATE on the token column, or run the statement with a role "
+                             "that has it.",
+                             GetUserNameFromId(outer, false))));
     }
 
     if (ev == core::WriteEvent::del && cs->mode.fence_deletes && cs->moved_row_valid &&
@@ -475,14 +484,15 @@ Datum enforce(FunctionCallInfo fcinfo) {
         // hand could ask for them): PostgreSQL drops it at the end of its
         // session without event triggers, and its tombstones would stay.
         if (rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
-            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                            errmsg("temporary table \"%s\" cannot have tombstones", RelationGetRelationName(rel)),
-                            errdetail("Trigger \"%s\" asks for tombstones; PostgreSQL drops a temporary table at the end "
-                                      "of its session without running event triggers, so its tombstones would "
-                                      "outlive it.",
-                                      trig->tgname),
-                            errhint("Protect it with fencing.protect(table), which gives a temporary table no "
-                                    "tombstones.")));
+            ereport(ERROR,
+                    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                     errmsg("temporary table \"%s\" cannot have tombstones", RelationGetRelationName(rel)),
+                     errdetail("Trigger \"%s\" asks for tombstones; PostgreSQL drops a temporary table at the end "
+                               "of its session without running event triggers, so its tombstones would "
+                               "outlive it.",
+                               trig->tgname),
+                     errhint("Protect it with fencing.protect(table), which gives a temporary table no "
+                             "tombstones.")));
         if (!cs->key.built)
             cs->tombstone_owner = tombstones::prepare(&cs->key, rel, fcinfo->flinfo->fn_oid, fcinfo->flinfo->fn_mcxt);
         if (!cs->key.usable)
@@ -522,12 +532,12 @@ Datum enforce(FunctionCallInfo fcinfo) {
         case core::Verdict::reject_skip:
             pg::events::stale_write(cs->relid, rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP, true);
             if (in.replicated)
-                ereport(LOG, (errmsg("skipped a stale replicated change of relation \"%s\"",
-                                     RelationGetRelationName(rel)),
-                              errdetail("%s", d.reason == core::RejectReason::no_token
-                                                  ? "The change carries no fence token."
-                                                  : "Its fence token is not newer than the one the subscriber's row "
-                                                    "(or the tombstone of its key) holds.")));
+                ereport(LOG,
+                        (errmsg("skipped a stale replicated change of relation \"%s\"", RelationGetRelationName(rel)),
+                         errdetail("%s", d.reason == core::RejectReason::no_token
+                                             ? "The change carries no fence token."
+                                             : "Its fence token is not newer than the one the subscriber's row "
+                                               "(or the tombstone of its key) holds.")));
             return fencing::pg::compat::null_datum();
         case core::Verdict::reject_error:
             pg::events::stale_write(cs->relid, rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP, false);
@@ -552,18 +562,18 @@ Datum enforce(FunctionCallInfo fcinfo) {
                                       NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname)),
                             errhint("Grant the role UPDATE on the token column, or delete with a role that has it.")));
         if (OidIsValid(denied))
-            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                            errmsg("permission denied for column \"%s\" of relation \"%s\"",
-                                   NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
-                            errdetail("The DELETE is a referential action, run as the table's owner but set off in a "
-                                      "session of role \"%s\"; it records its fence token from fencing.token for the "
-                                      "deleted key (a tombstone), which a later INSERT of the key must beat, and that "
-                                      "needs the UPDATE privilege on column \"%s\" for the session's role too.",
-                                      GetUserNameFromId(denied, false),
-                                      NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname)),
-                            errhint("Grant role \"%s\" UPDATE on the token column, or run the statement with a role "
-                                    "that has it.",
-                                    GetUserNameFromId(denied, false))));
+            ereport(ERROR,
+                    (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                     errmsg("permission denied for column \"%s\" of relation \"%s\"",
+                            NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
+                     errdetail("The DELETE is a referential action, run as the table's owner but set off in a "
+                               "session of role \"%s\"; it records its fence token from fencing.token for the "
+                               "deleted key (a tombstone), which a later INSERT of the key must beat, and that "
+                               "needs the UPDATE privilege on column \"%s\" for the session's role too.",
+                               GetUserNameFromId(denied, false), NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname)),
+                     errhint("Grant role \"%s\" UPDATE on the token column, or run the statement with a role "
+                             "that has it.",
+                             GetUserNameFromId(denied, false))));
         tombstones::record(rel, cs->tombstone_owner, old_key, *d.incoming);
     }
     if (d.fill_row && d.incoming) {
@@ -575,31 +585,32 @@ Datum enforce(FunctionCallInfo fcinfo) {
         const bool inserting = ev == core::WriteEvent::insert;
         const Oid denied = role_denied_token(cs, rel, inserting ? ACL_INSERT : ACL_UPDATE);
         if (OidIsValid(denied) && denied != GetUserId())
-            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                            errmsg("permission denied for column \"%s\" of relation \"%s\"",
-                                   NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
-                            errdetail("The write is a referential action, run as the table's owner but set off in a "
-                                      "session of role \"%s\"; it takes its fence token from fencing.token, which is "
-                                      "written into column \"%s\", and that needs the %s privilege on the column for "
-                                      "the session's role too.",
-                                      GetUserNameFromId(denied, false),
-                                      NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname),
-                                      inserting ? "INSERT" : "UPDATE"),
-                            errhint("Grant role \"%s\" %s on the token column, or run the statement with a role that "
-                                    "has it.",
-                                    GetUserNameFromId(denied, false), inserting ? "INSERT" : "UPDATE")));
+            ereport(ERROR,
+                    (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                     errmsg("permission denied for column \"%s\" of relation \"%s\"",
+                            NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
+                     errdetail("The write is a referential action, run as the table's owner but set off in a "
+                               "session of role \"%s\"; it takes its fence token from fencing.token, which is "
+                               "written into column \"%s\", and that needs the %s privilege on the column for "
+                               "the session's role too.",
+                               GetUserNameFromId(denied, false), NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname),
+                               inserting ? "INSERT" : "UPDATE"),
+                     errhint("Grant role \"%s\" %s on the token column, or run the statement with a role that "
+                             "has it.",
+                             GetUserNameFromId(denied, false), inserting ? "INSERT" : "UPDATE")));
         if (OidIsValid(denied))
-            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                            errmsg("permission denied for column \"%s\" of relation \"%s\"",
-                                   NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
-                            errdetail("The write takes its fence token from fencing.token, which is written into column "
-                                      "\"%s\"; that needs the %s privilege on the column.",
-                                      NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname),
-                                      ev == core::WriteEvent::insert ? "INSERT" : "UPDATE"),
-                            errhint("Grant the role %s on the token column of this table, or name the token column "
-                                    "in the statement (it is then checked on the table the statement names, such as "
-                                    "a partitioned table), or write with a role that has it.",
-                                    ev == core::WriteEvent::insert ? "INSERT" : "UPDATE")));
+            ereport(ERROR,
+                    (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                     errmsg("permission denied for column \"%s\" of relation \"%s\"",
+                            NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
+                     errdetail("The write takes its fence token from fencing.token, which is written into column "
+                               "\"%s\"; that needs the %s privilege on the column.",
+                               NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname),
+                               ev == core::WriteEvent::insert ? "INSERT" : "UPDATE"),
+                     errhint("Grant the role %s on the token column of this table, or name the token column "
+                             "in the statement (it is then checked on the table the statement names, such as "
+                             "a partitioned table), or write with a role that has it.",
+                             ev == core::WriteEvent::insert ? "INSERT" : "UPDATE")));
         int col = cs->attnum;
         Datum value = Int64GetDatum(*d.incoming);
         bool isnull = false;

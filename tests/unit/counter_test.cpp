@@ -121,7 +121,10 @@ TEST(CounterPlan, StopsAtTheMaximum) {
 // crash at any point (replaying the records up to any flushed position that
 // includes the token's covering record) the counter restarts above it.
 TEST(CounterPlan, SimulatedRunNeverReissuesAfterACrash) {
-    struct Rec { std::uint64_t lsn; std::int64_t upto; };
+    struct Rec {
+        std::uint64_t lsn;
+        std::int64_t upto;
+    };
     std::vector<Rec> wal;
     CounterPage page{1, 0, false, 1};
     wal.push_back({1, 1});
@@ -230,8 +233,8 @@ TEST(CounterClock, WaitsForTheClockRatherThanRunAhead) {
     CounterPlan floor_near = plan_next_token(page_at(100, 116, 500), at + 10, 10, {}, kAhead, kClock);
     EXPECT_EQ(floor_near.action, CounterAction::wait_for_clock);
     EXPECT_EQ(floor_near.wait_us, 11);
-    CounterPlan floor_far = plan_next_token(page_at(100, 116, 500), at + 5 * kClockLead, 10, {}, kAhead, kClock,
-                                            FloorReach::unbounded);
+    CounterPlan floor_far =
+        plan_next_token(page_at(100, 116, 500), at + 5 * kClockLead, 10, {}, kAhead, kClock, FloorReach::unbounded);
     EXPECT_EQ(floor_far.status, CounterStatus::ok);
     EXPECT_EQ(floor_far.action, CounterAction::log_now);
     EXPECT_EQ(floor_far.covered, at + 5 * kClockLead + 1 + kAhead);

@@ -78,17 +78,23 @@ WriteInput del(Tok stored, Tok setting) {
 
 const char* name(Verdict v) {
     switch (v) {
-        case Verdict::accept: return "accept";
-        case Verdict::reject_error: return "reject_error";
-        case Verdict::reject_skip: return "reject_skip";
+        case Verdict::accept:
+            return "accept";
+        case Verdict::reject_error:
+            return "reject_error";
+        case Verdict::reject_skip:
+            return "reject_skip";
     }
     return "?";
 }
 const char* name(RejectReason r) {
     switch (r) {
-        case RejectReason::none: return "none";
-        case RejectReason::no_token: return "no_token";
-        case RejectReason::not_newer: return "not_newer";
+        case RejectReason::none:
+            return "none";
+        case RejectReason::no_token:
+            return "no_token";
+        case RejectReason::not_newer:
+            return "not_newer";
     }
     return "?";
 }
@@ -255,8 +261,7 @@ TEST(DecisionUpdateImplicit, RowTokenOlderRejected) {
 TEST(DecisionInsert, RowTokenAccepted) {
     for (OnStale s : kBothOnStale)
         for (bool eq : {false, true})
-            for (bool fd : {false, true})
-                EXPECT_TRUE(accepted(decide(insert(7, NUL), mode(eq, s, fd)), 7, false));
+            for (bool fd : {false, true}) EXPECT_TRUE(accepted(decide(insert(7, NUL), mode(eq, s, fd)), 7, false));
 }
 
 TEST(DecisionInsert, RowTokenWinsOverSetting) {
@@ -314,8 +319,8 @@ TEST(DecisionTombstone, InsertJudgedAgainstDeletedToken) {
 }
 
 TEST(DecisionTombstone, InsertFromSettingJudgedAndFilled) {
-    EXPECT_TRUE(rejected(decide(with_deleted(insert(NUL, 150), 200), mode(false, OnStale::error, true)),
-                         OnStale::error, RejectReason::not_newer, 150));
+    EXPECT_TRUE(rejected(decide(with_deleted(insert(NUL, 150), 200), mode(false, OnStale::error, true)), OnStale::error,
+                         RejectReason::not_newer, 150));
     EXPECT_TRUE(accepted(decide(with_deleted(insert(NUL, 250), 200), mode(false, OnStale::error, true)), 250, true));
 }
 
@@ -536,13 +541,13 @@ TEST(DecisionExhaustive, MatchesReferenceModel) {
                                                           got.unchecked == want.unchecked &&
                                                           got.against_deleted == want.against_deleted;
                                         if (!same && ++mismatches <= 20)
-                                            ADD_FAILURE() << "event=" << static_cast<int>(ev) << " stored=" << show(stored)
-                                                          << " row=" << show(row) << " assigned=" << assigned
-                                                          << " setting=" << show(setting) << " deleted=" << show(deleted)
-                                                          << " allow_equal=" << eq
-                                                          << " on_stale=" << static_cast<int>(s)
-                                                          << " fence_deletes=" << fd << ": got " << show(got)
-                                                          << ", model " << show(want);
+                                            ADD_FAILURE()
+                                                << "event=" << static_cast<int>(ev) << " stored=" << show(stored)
+                                                << " row=" << show(row) << " assigned=" << assigned
+                                                << " setting=" << show(setting) << " deleted=" << show(deleted)
+                                                << " allow_equal=" << eq << " on_stale=" << static_cast<int>(s)
+                                                << " fence_deletes=" << fd << ": got " << show(got) << ", model "
+                                                << show(want);
                                     }
     EXPECT_EQ(mismatches, 0) << "of " << cases << " cases";
     EXPECT_EQ(cases, 3L * 4 * 7 * 2 * 7 * 5 * 2 * 2 * 2);
@@ -555,7 +560,7 @@ TEST(DecisionUpdateSetting, UnchangedNamedColumnDefersToSetting) {
     WriteInput in;
     in.event = WriteEvent::update;
     in.stored = 10;
-    in.row_token = 10;  // unchanged
+    in.row_token = 10;   // unchanged
     in.assigned = true;  // named by some action
     in.setting = 5;      // the writer's (stale) token
     Decision d = decide(in, mode(true, OnStale::error, false));

@@ -14,8 +14,8 @@ using fencing::core::kNotifyChannel;
 using fencing::core::kNotifyPayloadLimit;
 using fencing::core::kPayloadMax;
 using fencing::core::kUtcTextMax;
-using fencing::core::LockEvent;
 using fencing::core::lock_event_name;
+using fencing::core::LockEvent;
 using fencing::core::NotifyBudget;
 
 namespace {
@@ -83,7 +83,8 @@ TEST(LockEvent, Payload) {
 TEST(LockEvent, PayloadEscapesJsonSpecials) {
     const std::string nasty = std::string("a\"b\\c/d\n\r\t\b\f") + '\x01' + '\x1f' + '\x7f' + "é€";
     EXPECT_EQ(payload(nasty, LockEvent::granted, 1, 0),
-              "{\"resource\":\"a\\\"b\\\\c/d\\n\\r\\t\\b\\f\\u0001\\u001f\x7f" "é€\",\"event\":\"granted\",\"token\":1,"
+              "{\"resource\":\"a\\\"b\\\\c/d\\n\\r\\t\\b\\f\\u0001\\u001f\x7f"
+              "é€\",\"event\":\"granted\",\"token\":1,"
               "\"time\":\"1970-01-01T00:00:00.000000Z\"}");
 }
 

@@ -67,9 +67,12 @@ std::string name_of(const std::string& base, std::int32_t p) {
 TEST(PermitNames, ResourceSeparatorNumber) {
     // Frozen: the names are rows of fencing.fence_state, and fencing.locks
     // reads the permit back from them.
-    EXPECT_EQ(name_of("queue:7", 1), std::string("queue:7\x1f" "1"));
-    EXPECT_EQ(name_of("queue:7", 42), std::string("queue:7\x1f" "42"));
-    EXPECT_EQ(name_of("q", 1000), std::string("q\x1f" "1000"));
+    EXPECT_EQ(name_of("queue:7", 1), std::string("queue:7\x1f"
+                                                 "1"));
+    EXPECT_EQ(name_of("queue:7", 42), std::string("queue:7\x1f"
+                                                  "42"));
+    EXPECT_EQ(name_of("q", 1000), std::string("q\x1f"
+                                              "1000"));
     EXPECT_EQ(name_of(std::string(1024, 'x'), 1000).size(), 1024u + kPermitSuffixBytes);
 }
 
@@ -90,12 +93,23 @@ TEST(PermitNames, OtherNamesAreNoPermit) {
     std::size_t base_len = 0;
     std::int32_t permit = 0;
     for (const std::string& n : {std::string("pool"), std::string("pool1"), std::string("pool\x1f"),
-                                 std::string("\x1f" "3"), std::string("pool\x1f" "0"), std::string("pool\x1f" "01"),
-                                 std::string("pool\x1f" "1001"), std::string("pool\x1f" "12345"),
-                                 std::string("pool\x1f" "3x")})
+                                 std::string("\x1f"
+                                             "3"),
+                                 std::string("pool\x1f"
+                                             "0"),
+                                 std::string("pool\x1f"
+                                             "01"),
+                                 std::string("pool\x1f"
+                                             "1001"),
+                                 std::string("pool\x1f"
+                                             "12345"),
+                                 std::string("pool\x1f"
+                                             "3x")})
         EXPECT_FALSE(parse_permit_name(n.data(), n.size(), &base_len, &permit)) << n;
     // The last separator counts: a resource name may contain one itself.
-    const std::string nested = name_of(std::string("a\x1f" "b"), 7);
+    const std::string nested = name_of(std::string("a\x1f"
+                                                   "b"),
+                                       7);
     ASSERT_TRUE(parse_permit_name(nested.data(), nested.size(), &base_len, &permit));
     EXPECT_EQ(base_len, 3u);
     EXPECT_EQ(permit, 7);

@@ -26,8 +26,8 @@ ParseResult parse(const std::string& s) { return parse_token(s.data(), s.size())
 ::testing::AssertionResult parses_to(const std::string& s, std::int64_t want) {
     const ParseResult r = parse(s);
     if (r.status != ParseStatus::ok)
-        return ::testing::AssertionFailure() << "'" << s << "' did not parse (status " << static_cast<int>(r.status)
-                                             << ")";
+        return ::testing::AssertionFailure()
+               << "'" << s << "' did not parse (status " << static_cast<int>(r.status) << ")";
     if (r.value != want) return ::testing::AssertionFailure() << "'" << s << "' parsed to " << r.value;
     return ::testing::AssertionSuccess();
 }
@@ -35,8 +35,8 @@ ParseResult parse(const std::string& s) { return parse_token(s.data(), s.size())
 ::testing::AssertionResult fails_with(const std::string& s, ParseStatus want) {
     const ParseResult r = parse(s);
     if (r.status != want)
-        return ::testing::AssertionFailure() << "'" << s << "' gave status " << static_cast<int>(r.status)
-                                             << ", wanted " << static_cast<int>(want);
+        return ::testing::AssertionFailure()
+               << "'" << s << "' gave status " << static_cast<int>(r.status) << ", wanted " << static_cast<int>(want);
     return ::testing::AssertionSuccess();
 }
 
@@ -96,15 +96,24 @@ TEST(ParseToken, OtherNumberFormsAreSyntax) {
     EXPECT_TRUE(fails_with(".5", ParseStatus::syntax));
     EXPECT_TRUE(fails_with("inf", ParseStatus::syntax));
     EXPECT_TRUE(fails_with("NaN", ParseStatus::syntax));
-    EXPECT_TRUE(fails_with("\xd9\xa3", ParseStatus::syntax));  // ARABIC-INDIC DIGIT THREE
+    EXPECT_TRUE(fails_with("\xd9\xa3", ParseStatus::syntax));      // ARABIC-INDIC DIGIT THREE
     EXPECT_TRUE(fails_with("\xef\xbc\x93", ParseStatus::syntax));  // FULLWIDTH DIGIT THREE
-    EXPECT_TRUE(fails_with("\xc2\xa0" "5", ParseStatus::syntax));  // NO-BREAK SPACE is not ASCII whitespace
+    EXPECT_TRUE(
+        fails_with("\xc2\xa0"
+                   "5",
+                   ParseStatus::syntax));  // NO-BREAK SPACE is not ASCII whitespace
 }
 
 TEST(ParseToken, EmbeddedNulIsSyntax) {
     EXPECT_TRUE(fails_with(std::string("12\0", 3), ParseStatus::syntax));
-    EXPECT_TRUE(fails_with(std::string("\0" "12", 3), ParseStatus::syntax));
-    EXPECT_TRUE(fails_with(std::string("1\0" "2", 3), ParseStatus::syntax));
+    EXPECT_TRUE(fails_with(std::string("\0"
+                                       "12",
+                                       3),
+                           ParseStatus::syntax));
+    EXPECT_TRUE(fails_with(std::string("1\0"
+                                       "2",
+                                       3),
+                           ParseStatus::syntax));
     EXPECT_TRUE(fails_with(std::string("12 \0", 4), ParseStatus::syntax));
     EXPECT_TRUE(fails_with(std::string("\0", 1), ParseStatus::syntax));
 }
@@ -228,8 +237,20 @@ TEST(FormatToken, ReturnsLengthWithinBuffer) {
 }
 
 TEST(FormatToken, RoundTripsThroughParseForTokens) {
-    const std::int64_t values[] = {1, 2, 9, 10, 11, 99, 100, 12345, 1000000007, INT32_MAX, std::int64_t{INT32_MAX} + 1,
-                                   INT64_MAX / 10, INT64_MAX - 1, INT64_MAX};
+    const std::int64_t values[] = {1,
+                                   2,
+                                   9,
+                                   10,
+                                   11,
+                                   99,
+                                   100,
+                                   12345,
+                                   1000000007,
+                                   INT32_MAX,
+                                   std::int64_t{INT32_MAX} + 1,
+                                   INT64_MAX / 10,
+                                   INT64_MAX - 1,
+                                   INT64_MAX};
     for (std::int64_t v : values) EXPECT_TRUE(parses_to(formatted(v), v)) << v;
     // Powers of ten and their neighbours.
     for (std::int64_t p = 1; p <= INT64_MAX / 10; p *= 10) {
