@@ -222,6 +222,17 @@ export PGHOST=127.0.0.1 PGPORT="$port" PGUSER=postgres PGDATABASE=postgres
 
 # ---- suites -------------------------------------------------------------------
 
+# format: the C++ tree follows .clang-format (make format-check; `make
+# format` rewrites it). One result.
+suite_format() {
+  if make -s -C "$FENCING_ROOT" format-check > "$work/format.txt" 2>&1; then
+    record PASS format check
+  else
+    record FAIL format "check (run make format)"
+    head -n 40 "$work/format.txt" | sed 's/^/    /'
+  fi
+}
+
 suite_unit() {
   [ -n "$(existing 'tests/unit/*.cpp')" ] || return 0
   local bin="tests/unit/unit_tests" out="$work/unit" rc=0
@@ -524,6 +535,6 @@ suite_upgrade() {
 # dist, package: the release archive through PGXN's client, the Debian package.
 source "$FENCING_ROOT/tests/scripts/packaging.sh"
 
-for suite in ${FENCING_SUITES:-unit regress isolation pgtap tap clients jepsen ha installcheck dist package upgrade}; do
+for suite in ${FENCING_SUITES:-format unit regress isolation pgtap tap clients jepsen ha installcheck dist package upgrade}; do
   run_suite "$suite"
 done

@@ -57,7 +57,7 @@ export FENCING_PROFILE="$profile"
 renice -n 10 -p $$ >/dev/null 2>&1 || true
 
 # Packages of the test suites (later suites add theirs here).
-TEST_PACKAGES=("${BASE_PACKAGES[@]}" python3-psycopg2 pgbouncer nodejs npm clang libclang-rt-14-dev patchelf
+TEST_PACKAGES=("${BASE_PACKAGES[@]}" python3-psycopg2 pgbouncer nodejs npm clang clang-format libclang-rt-14-dev patchelf
   # the client libraries of tests/clients (Node's pg and postgres come from npm)
   python3-psycopg python3-asyncpg python3-sqlalchemy python3-django python3-yaml
   libpostgresql-jdbc-java default-jdk-headless
