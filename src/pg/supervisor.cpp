@@ -43,6 +43,7 @@ extern "C" {
 #include "storage/spin.h"
 #include "tcop/tcopprot.h"
 #include "utils/backend_status.h"
+#include "utils/tuplestore.h"
 #include "utils/wait_event.h"
 }
 

@@ -486,7 +486,7 @@ void plans_relcache_callback(Datum, Oid relid) {
     }
 }
 
-void plans_syscache_callback(Datum, int, uint32) { plans_relcache_callback(0, InvalidOid); }
+void plans_syscache_callback(Datum, compat::SyscacheId, uint32) { plans_relcache_callback(0, InvalidOid); }
 
 PlanEntry* plan_entry(Relation rel, Oid check_fn) {
     if (plans == nullptr) {
