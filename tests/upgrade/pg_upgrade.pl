@@ -45,14 +45,14 @@ my $t0 = time;
 
 my $old = PostgreSQL::Test::Cluster->new('old', install_path => dirname($old_bin));
 $old->init;
-$old->append_conf('postgresql.conf', "log_min_messages = warning\n");
+$old->append_conf('postgresql.conf', "log_min_messages = warning\nshared_preload_libraries = 'fencing'\n");
 $old->start;
 my $old_major = $old->pg_version->major;
 
 my $new = PostgreSQL::Test::Cluster->new('new');
 # initdb of 18 and later enables data checksums, which the old cluster lacks.
 $new->init(extra => ($new->pg_version >= 18 ? ['--no-data-checksums'] : []));
-$new->append_conf('postgresql.conf', "log_min_messages = warning\n");
+$new->append_conf('postgresql.conf', "log_min_messages = warning\nshared_preload_libraries = 'fencing'\n");
 my $new_major = $new->pg_version->major;
 note "pg_upgrade from PostgreSQL $old_major to $new_major";
 
