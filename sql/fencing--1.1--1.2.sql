@@ -43,12 +43,12 @@ BEGIN
       UNION ALL
       -- The lost grant, kept for the ended backend until its delay is over,
       -- and the mark that carries the end of the delay.
-      SELECT d.pid, d.mode, true,
-             (d.key >> 32) & 4294967295, d.key & 4294967295, 32257 /* kResourceTagKind */, NULL::timestamptz
+      SELECT d.pid AS pid, d.mode AS mode, true AS granted, (d.key >> 32) & 4294967295 AS hi,
+             d.key & 4294967295 AS lo, 32257 /* kResourceTagKind */ AS kind, NULL::timestamptz AS waitstart
         FROM d
       UNION ALL
-      SELECT d.pid, 'AccessShareLock', true, d.until_seconds, d.key & 4294967295, 32260 /* kDelayTagKind */,
-             NULL::timestamptz
+      SELECT d.pid AS pid, 'AccessShareLock'::text AS mode, true AS granted, d.until_seconds AS hi,
+             d.key & 4294967295 AS lo, 32260 /* kDelayTagKind */ AS kind, NULL::timestamptz AS waitstart
         FROM d
     ), g AS (
       SELECT l.*, (l.hi << 32) | l.lo AS key
