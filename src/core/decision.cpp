@@ -73,10 +73,18 @@ Decision decide_local(const WriteInput& in, const ProtectMode& mode) noexcept {
     return reject(mode, RejectReason::no_token, std::nullopt);
 }
 
+// (1.2) A write the rules above accept is still stale when its token is not
+// above the table's floor. A DELETE that needs no token has none to judge.
+Decision above_floor(Decision d, const ProtectMode& mode) noexcept {
+    if (mode.floor && d.verdict == Verdict::accept && !d.unchecked && d.incoming && *d.incoming <= *mode.floor)
+        return reject(mode, RejectReason::below_floor, d.incoming);
+    return d;
+}
+
 }  // namespace
 
 Decision decide(const WriteInput& in, const ProtectMode& mode) noexcept {
-    if (!in.replicated) return decide_local(in, mode);
+    if (!in.replicated) return above_floor(decide_local(in, mode), mode);
     // A replicated DELETE: the publisher judged it with a token the
     // subscriber never sees; the row's own token is the most it knows.
     if (in.event == WriteEvent::del && mode.fence_deletes) {
@@ -84,7 +92,7 @@ Decision decide(const WriteInput& in, const ProtectMode& mode) noexcept {
         d.incoming = in.stored;
         return d;
     }
-    Decision d = decide_local(in, mode);
+    Decision d = above_floor(decide_local(in, mode), mode);
     if (d.verdict == Verdict::reject_error) d.verdict = Verdict::reject_skip;
     return d;
 }

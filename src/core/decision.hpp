@@ -17,6 +17,10 @@ struct ProtectMode {
     bool allow_equal = false;
     OnStale on_stale = OnStale::error;
     bool fence_deletes = true;  // as fencing.protect()'s default
+    // (1.2) The table's floor (fencing.raise_floor): every token up to it is
+    // stale for every row of the table, whatever the row or the key's
+    // tombstone holds; empty when the table has none.
+    std::optional<std::int64_t> floor;
 };
 
 struct WriteInput {
@@ -57,8 +61,9 @@ enum class Verdict {
 
 enum class RejectReason {
     none,
-    no_token,   // no incoming token at all (NULL column and no setting)
-    not_newer,  // incoming <= stored (or == without allow_equal / explicit token)
+    no_token,     // no incoming token at all (NULL column and no setting)
+    not_newer,    // incoming <= stored (or == without allow_equal / explicit token)
+    below_floor,  // (1.2) incoming <= the table's floor
 };
 
 struct Decision {

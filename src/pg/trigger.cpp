@@ -13,6 +13,9 @@
 #include "core/token.hpp"
 
 extern "C" {
+#include <cerrno>
+#include <cstdlib>
+
 #include "access/sysattr.h"
 #include "catalog/pg_trigger.h"
 #include "lib/stringinfo.h"
@@ -94,9 +97,10 @@ void build_call_site(CallSite* cs, TriggerData* td) {
     Relation rel = td->tg_relation;
     const Trigger* trig = td->tg_trigger;
     TupleDesc desc = RelationGetDescr(rel);
-    if (trig->tgnargs != 5)
+    if (trig->tgnargs != 5 && trig->tgnargs != 6)
         bad_arguments(trig, rel,
-                      "Expected 5 arguments (token column, allow_equal, on_stale, fence_deletes, tombstones).");
+                      "Expected 5 or 6 arguments (token column, allow_equal, on_stale, fence_deletes, tombstones, "
+                      "and the table's floor).");
     const char* column = trig->tgargs[0];
     AttrNumber attnum = InvalidAttrNumber;
     for (int i = 0; i < desc->natts; ++i) {
@@ -139,6 +143,16 @@ void build_call_site(CallSite* cs, TriggerData* td) {
     if (!parse_bool_arg(trig->tgargs[4], &b)) bad_arguments(trig, rel, "tombstones must be true or false.");
     cs->use_tombstones = b;
     cs->key.built = false;
+    // (1.2) The table's floor (fencing.raise_floor): a decimal token.
+    if (trig->tgnargs == 6) {
+        const char* text = trig->tgargs[5];
+        char* end = nullptr;
+        errno = 0;
+        const long long f = strtoll(text, &end, 10);
+        if (errno != 0 || end == text || *end != '\0' || f < 0)
+            bad_arguments(trig, rel, "The floor must be a token (a non-negative integer).");
+        mode.floor = static_cast<std::int64_t>(f);
+    }
 
     cs->relid = RelationGetRelid(rel);
     cs->desc = desc;
@@ -229,7 +243,7 @@ bool may_read_column(Relation rel, AttrNumber attnum) {
 }
 
 [[noreturn]] void report_stale(Relation rel, const core::Decision& d, const core::WriteInput& in, HeapTuple keyrow,
-                               const char* column, AttrNumber attnum) {
+                               const char* column, AttrNumber attnum, std::int64_t floor) {
     const std::optional<std::int64_t> stored = d.against_deleted ? in.deleted : in.stored;
     const bool show_stored = may_read_column(rel, attnum);
     const core::WriteEvent ev = in.event;
@@ -275,6 +289,13 @@ bool may_read_column(Relation rel, AttrNumber attnum) {
                                         in_buf, st, whose)
                              : psprintf("Incoming token %s is not greater than the token with which %s was deleted.",
                                         in_buf, whose);
+    } else if (d.reason == core::RejectReason::below_floor) {
+        char fl_buf[core::kTokenTextMax];
+        core::format_token(floor, fl_buf);
+        detail = psprintf(
+            "Incoming token %s is not greater than %s, the floor of relation \"%s\": every token up to it is "
+            "stale (fencing.raise_floor).",
+            in_buf, fl_buf, RelationGetRelationName(rel));
     } else
         detail = show_stored ? psprintf("Incoming token %s is not greater than the stored token %s.", in_buf, st)
                              : psprintf("Incoming token %s is not greater than the stored token.", in_buf);
@@ -534,14 +555,16 @@ Datum enforce(FunctionCallInfo fcinfo) {
             if (in.replicated)
                 ereport(LOG,
                         (errmsg("skipped a stale replicated change of relation \"%s\"", RelationGetRelationName(rel)),
-                         errdetail("%s", d.reason == core::RejectReason::no_token
-                                             ? "The change carries no fence token."
+                         errdetail("%s", d.reason == core::RejectReason::no_token ? "The change carries no fence token."
+                                         : d.reason == core::RejectReason::below_floor
+                                             ? "Its fence token is not greater than the floor of the relation."
                                              : "Its fence token is not newer than the one the subscriber's row "
                                                "(or the tombstone of its key) holds.")));
             return fencing::pg::compat::null_datum();
         case core::Verdict::reject_error:
             pg::events::stale_write(cs->relid, rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP, false);
-            report_stale(rel, d, in, keyrow, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), cs->attnum);
+            report_stale(rel, d, in, keyrow, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), cs->attnum,
+                         cs->mode.floor.value_or(0));
     }
     if (removes_key && d.incoming) {
         // The DELETE's token (from fencing.token) is recorded for the key,

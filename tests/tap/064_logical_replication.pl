@@ -18,12 +18,15 @@
 #      (with the deleted row's token), which a stale INSERT there meets;
 #  (d) the cut-over of the operations page: the old primary's writers
 #      fenced off, the subscriber caught up and its subscription disabled,
-#      its counter moved past the publisher's and its tombstones raised to
-#      it; then no stale write through the old primary lands (refused
-#      there; and, when the subscription is enabled again, skipped on the
-#      subscriber), no stale INSERT or UPDATE through the new primary lands,
-#      also of a key the old primary deleted with a token newer than the
-#      stale one, and new tokens exceed every token of the old primary;
+#      the old primary's database closed to all but superusers, the new
+#      primary's tables given
+#      the old primary's last token as their floor; then the old primary
+#      issues no token (also after a restart), no stale write through it
+#      lands (refused there; and, when the subscription is enabled again,
+#      skipped on the subscriber), no write with any of its tokens lands on
+#      the new primary (an INSERT of a key it deleted, before or after the
+#      subscription existed, an UPDATE of a row older than the stale token),
+#      and new tokens exceed every token of the old primary;
 #  (e) a superuser's session_replication_role = replica on the subscriber
 #      does not get a stale write past the check either;
 #  (f) (PostgreSQL 16 on) a role that may write the table, create
@@ -125,6 +128,13 @@ $pub->safe_psql('postgres', 'DROP PUBLICATION pub_all');
 
 # ---- (b) replicated writes judged on the subscriber ------------------------------------
 
+# A key the publisher deletes while no subscription exists (pub_all is
+# gone): the subscriber never learns of it. A worker holds an older token.
+my $s7 = tok($pub, 'acct:7');
+$pub->safe_psql('postgres', "INSERT INTO accounts VALUES (7, 700, fencing.acquire_xact('acct:7'))");
+$pub->safe_psql('postgres',
+	"BEGIN; SELECT fencing.use(fencing.acquire_xact('acct:7')); DELETE FROM accounts WHERE id = 7; COMMIT");
+
 # The recipe: a publication of the application's tables.
 $pub->safe_psql('postgres', 'CREATE PUBLICATION pub_app FOR TABLE accounts');
 $sub->safe_psql('postgres', 'TRUNCATE accounts');
@@ -183,16 +193,39 @@ like($e5, qr/stale fence token/, 'a stale INSERT of the key on the subscriber me
 # ---- (d) the cut-over ---------------------------------------------------------------
 
 # 1. The old primary's writers are fenced off; 2. the subscriber catches up
-# and stops following; 3. its counter moves past every token of the old
-# primary, 4. and so do its tombstones.
+# and stops following; 3. the old primary stops issuing tokens; 4. the new
+# primary's table gets a floor at the old primary's last token.
+# A worker on the old primary holds a token newer than row 4's, and loses
+# its lock in the cut-over without having written.
+my $s4 = tok($pub, 'acct:4');
 $pub->safe_psql('postgres', 'REVOKE INSERT, UPDATE, DELETE ON accounts FROM app');
 $pub->wait_for_catchup('sub_app');
 $sub->safe_psql('postgres', 'ALTER SUBSCRIPTION sub_app DISABLE');
-my $floor = $pub->safe_psql('postgres', 'SELECT last_value + log_cnt FROM fencing.token_seq');
-$sub->safe_psql('postgres', "SELECT fencing.advance_past('accounts', $floor)");
-$sub->safe_psql('postgres', "UPDATE fencing.tombstones SET token = $floor WHERE token < $floor");
+# 3. The old primary's database closes to every role but superusers (no
+# other session is left to acquire, none can start, not after a restart
+# either); the newest counter record is read in the closing session, once
+# every other session has ended.
+my $floor = $pub->safe_psql('postgres', q{
+  ALTER DATABASE postgres CONNECTION LIMIT 0;
+  SELECT bool_and(pg_terminate_backend(pid, 10000)) IS NOT FALSE AS ended FROM pg_stat_activity
+   WHERE datname = current_database() AND pid <> pg_backend_pid() \gset
+  SELECT last_value + log_cnt FROM fencing.token_seq WHERE :'ended'});
+# 4. Every token up to it is stale on the new primary.
+is($sub->safe_psql('postgres', "SELECT fencing.raise_floor('accounts', $floor)"), $floor,
+	'raise_floor returns the floor');
+is($sub->safe_psql('postgres', "SELECT floor FROM fencing.protected WHERE tbl = 'accounts'::regclass"), $floor,
+	'fencing.protected shows the floor');
+cmp_ok(tok($sub, 'acct:0'), '>', $floor, 'raise_floor moved the counter past the floor');
 
-# A stale write through the old primary: refused there.
+isnt($floor, '', 'every other session of the old primary ended before the floor was read');
+# The old primary hands out no token any more, not after a restart either.
+(my $rc9, my $o9, my $e9) = app_psql($pub, "SELECT fencing.acquire_xact('acct:9')");
+like($e9, qr/too many connections for database/, 'after the cut-over: the old primary issues no token');
+$pub->restart;
+($rc9, $o9, $e9) = app_psql($pub, "SELECT fencing.acquire_xact('acct:9')");
+like($e9, qr/too many connections for database/, 'after the cut-over: nor after a restart');
+# Someone opens it again: a stale write through it is still refused (1).
+$pub->safe_psql('postgres', 'ALTER DATABASE postgres CONNECTION LIMIT -1');
 ($rc, my $o, my $e) = app_psql($pub, "UPDATE accounts SET balance = 888, fence_token = $s5 WHERE id = 4");
 like($e, qr/permission denied/, 'after the cut-over: the old primary refuses the application\'s writes');
 # Stale writes through the new primary: the INSERT of the key the old
@@ -202,6 +235,16 @@ like($e, qr/stale fence token/,
 	'after the cut-over: a stale INSERT of a key the old primary deleted is rejected on the new one (23T01)');
 ($rc, $o, $e) = app_psql($sub, "UPDATE accounts SET balance = 44, fence_token = $stale WHERE id = 4");
 like($e, qr/stale fence token/, 'after the cut-over: a stale UPDATE is rejected on the new primary (23T01)');
+# Every token of the old primary is stale on the new one: also that of a
+# key the old primary deleted before the subscription existed, and that of
+# a worker newer than the row it writes (nobody rewrote row 4 since).
+($rc, $o, $e) = app_psql($sub, "INSERT INTO accounts VALUES (7, 77, $s7)");
+like($e, qr/stale fence token/,
+	'after the cut-over: a stale INSERT of a key deleted before the subscription existed is rejected (23T01)');
+($rc, $o, $e) = app_psql($sub, "UPDATE accounts SET balance = 45, fence_token = $s4 WHERE id = 4");
+like($e, qr/stale fence token/,
+	'after the cut-over: an old-primary token newer than the row it writes is rejected (23T01)');
+is($sub->safe_psql('postgres', 'SELECT balance FROM accounts WHERE id = 4'), '444', 'row 4 is unchanged');
 # New tokens on the new primary exceed every token of the old one.
 my $new = tok($sub, 'acct:5');
 cmp_ok($new, '>', $floor, 'after the cut-over: new tokens exceed every token the old primary issued');

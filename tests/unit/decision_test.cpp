@@ -496,6 +496,10 @@ Decision model(const WriteInput& in, const ProtectMode& m) {
         ok = false;
         why = RejectReason::not_newer;
     }
+    if (ok && m.floor && *incoming <= *m.floor) {
+        ok = false;
+        why = RejectReason::below_floor;
+    }
     d.incoming = incoming;
     if (ok) {
         d.fill_row = fill;
@@ -513,6 +517,7 @@ TEST(DecisionExhaustive, MatchesReferenceModel) {
     const Tok stored_values[] = {NUL, 1, 5, INT64_MAX};
     const Tok token_values[] = {NUL, 1, 4, 5, 6, INT64_MAX - 1, INT64_MAX};
     const Tok deleted_values[] = {NUL, 1, 5, 6, INT64_MAX};
+    const Tok floor_values[] = {NUL, 4, 5};
     const WriteEvent events[] = {WriteEvent::insert, WriteEvent::update, WriteEvent::del};
     long cases = 0, mismatches = 0;
     for (WriteEvent ev : events)
@@ -523,34 +528,36 @@ TEST(DecisionExhaustive, MatchesReferenceModel) {
                         for (Tok deleted : deleted_values)
                             for (bool eq : {false, true})
                                 for (OnStale s : kBothOnStale)
-                                    for (bool fd : {false, true}) {
-                                        WriteInput in;
-                                        in.event = ev;
-                                        in.stored = stored;
-                                        in.row_token = row;
-                                        in.assigned = assigned;
-                                        in.setting = setting;
-                                        in.deleted = deleted;
-                                        const ProtectMode m = mode(eq, s, fd);
-                                        const Decision got = decide(in, m);
-                                        const Decision want = model(in, m);
-                                        ++cases;
-                                        const bool same = got.verdict == want.verdict && got.reason == want.reason &&
-                                                          got.incoming == want.incoming &&
-                                                          got.fill_row == want.fill_row &&
-                                                          got.unchecked == want.unchecked &&
-                                                          got.against_deleted == want.against_deleted;
-                                        if (!same && ++mismatches <= 20)
-                                            ADD_FAILURE()
-                                                << "event=" << static_cast<int>(ev) << " stored=" << show(stored)
-                                                << " row=" << show(row) << " assigned=" << assigned
-                                                << " setting=" << show(setting) << " deleted=" << show(deleted)
-                                                << " allow_equal=" << eq << " on_stale=" << static_cast<int>(s)
-                                                << " fence_deletes=" << fd << ": got " << show(got) << ", model "
-                                                << show(want);
-                                    }
+                                    for (bool fd : {false, true})
+                                        for (Tok floor : floor_values) {
+                                            WriteInput in;
+                                            in.event = ev;
+                                            in.stored = stored;
+                                            in.row_token = row;
+                                            in.assigned = assigned;
+                                            in.setting = setting;
+                                            in.deleted = deleted;
+                                            ProtectMode m = mode(eq, s, fd);
+                                            m.floor = floor;
+                                            const Decision got = decide(in, m);
+                                            const Decision want = model(in, m);
+                                            ++cases;
+                                            const bool same =
+                                                got.verdict == want.verdict && got.reason == want.reason &&
+                                                got.incoming == want.incoming && got.fill_row == want.fill_row &&
+                                                got.unchecked == want.unchecked &&
+                                                got.against_deleted == want.against_deleted;
+                                            if (!same && ++mismatches <= 20)
+                                                ADD_FAILURE()
+                                                    << "event=" << static_cast<int>(ev) << " stored=" << show(stored)
+                                                    << " row=" << show(row) << " assigned=" << assigned
+                                                    << " setting=" << show(setting) << " deleted=" << show(deleted)
+                                                    << " allow_equal=" << eq << " on_stale=" << static_cast<int>(s)
+                                                    << " fence_deletes=" << fd << " floor=" << show(floor) << ": got "
+                                                    << show(got) << ", model " << show(want);
+                                        }
     EXPECT_EQ(mismatches, 0) << "of " << cases << " cases";
-    EXPECT_EQ(cases, 3L * 4 * 7 * 2 * 7 * 5 * 2 * 2 * 2);
+    EXPECT_EQ(cases, 3L * 4 * 7 * 2 * 7 * 5 * 2 * 2 * 2 * 3);
 }
 
 // MERGE with several WHEN MATCHED UPDATE actions reports the union of their
@@ -630,4 +637,47 @@ TEST(DecisionReplicated, DeleteAcceptedWithTheRowsToken) {
     }
     // Without fence_deletes: unchecked, as locally.
     EXPECT_TRUE(decide(replicated(del(10, NUL)), mode(false, OnStale::error, false)).unchecked);
+}
+
+// ============================================================================
+// The table's floor (fencing.raise_floor, 1.2): every token up to it is
+// stale, whatever the row or the key's tombstone holds.
+// ============================================================================
+
+namespace {
+ProtectMode floored(std::int64_t floor, bool allow_equal = false, OnStale s = OnStale::error) {
+    ProtectMode m = mode(allow_equal, s, true);
+    m.floor = floor;
+    return m;
+}
+}  // namespace
+
+TEST(DecisionFloor, NewerThanRowButNotAboveFloorIsStale) {
+    EXPECT_TRUE(
+        rejected(decide(update(10, 50, true, NUL), floored(100)), OnStale::error, RejectReason::below_floor, 50));
+    EXPECT_TRUE(rejected(decide(update(10, 100, true, NUL), floored(100, true)), OnStale::error,
+                         RejectReason::below_floor, 100));
+    EXPECT_TRUE(accepted(decide(update(10, 101, true, NUL), floored(100)), 101, false));
+    EXPECT_TRUE(rejected(decide(update(10, 50, true, NUL), floored(100, false, OnStale::skip)), OnStale::skip,
+                         RejectReason::below_floor, 50));
+}
+
+TEST(DecisionFloor, InsertOfANeverSeenKey) {
+    EXPECT_TRUE(rejected(decide(insert(7, NUL), floored(100)), OnStale::error, RejectReason::below_floor, 7));
+    EXPECT_TRUE(rejected(decide(insert(NUL, 7), floored(100)), OnStale::error, RejectReason::below_floor, 7));
+    EXPECT_TRUE(accepted(decide(insert(NUL, 101), floored(100)), 101, true));
+}
+
+TEST(DecisionFloor, FencedDeleteButNotAnUnfencedOne) {
+    EXPECT_TRUE(rejected(decide(del(10, 50), floored(100)), OnStale::error, RejectReason::below_floor, 50));
+    ProtectMode m = floored(100);
+    m.fence_deletes = false;
+    EXPECT_TRUE(decide(del(10, NUL), m).unchecked);
+}
+
+TEST(DecisionFloor, ReplicatedChangesSkippedDeletesApplied) {
+    EXPECT_TRUE(rejected(decide(replicated(update(10, 50, true, NUL)), floored(100)), OnStale::skip,
+                         RejectReason::below_floor, 50));
+    // A replicated DELETE carries no token: applied with the row's own.
+    EXPECT_TRUE(accepted(decide(replicated(del(10, NUL)), floored(100)), 10, false));
 }
