@@ -11,7 +11,8 @@
 
 namespace fencing::pg {
 
-std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::int32_t lease_ms) {
+std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::int32_t lease_ms,
+                         std::int64_t* previous) {
     const FenceOids& o = fence_oids();
     Oid state_oid = o.state, index_oid = o.index, seq_oid = o.seq;
     check_sync_standby_required();
@@ -37,6 +38,7 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
     for (;;) {
         std::int64_t stored = 0;
         Recorded r = record_in_place(rel, index_oid, key, resource, len, issued.token, now, lease_ms, &stored);
+        if (previous != nullptr) *previous = r == Recorded::missing ? 0 : stored;
         if (r == Recorded::updated) break;
         if (r == Recorded::missing) {
             insert_row(rel, index_oid, key, resource, len, issued.token, now, lease_ms);

@@ -30,7 +30,10 @@ struct StateRow {
 };
 
 // Next token for the resource; records it as the resource's latest token.
-std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::int32_t lease_ms);
+// `previous` (when given) receives the latest token the resource had before
+// (0 for its first grant).
+std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::int32_t lease_ms,
+                         std::int64_t* previous = nullptr);
 
 // The resource's row (found = false when it was never acquired).
 StateRow read_state(std::uint64_t key, const char* resource, int len);

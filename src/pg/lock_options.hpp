@@ -99,6 +99,12 @@ void record_hold(const Resource& r, std::uint64_t key, std::int64_t token, bool 
 void lock_or_report(const Resource& r, const LOCKTAG& tag, LOCKMODE mode, bool session, std::int64_t wait_ms);
 [[noreturn]] void report_lock_not_acquired(const Resource& r, std::int64_t wait_ms);
 bool drain_guard_of(const Resource& r, std::int64_t wait_ms);
+// Issues the next token of r (whose resource lock the caller holds) once no
+// validate()-guarded transaction of an earlier grant is open, and records it
+// (issue_token). Within wait_ms (0: no wait; < 0: no bound of its own);
+// false when a guarded transaction outlasted it (nothing is issued, or the
+// token drawn is never handed out).
+bool issue_guarded(const Resource& r, std::int32_t lease_ms, std::int64_t wait_ms, std::int64_t* token);
 // Waits for a lock, at most wait_ms (> 0; < 0: no bound of its own); false
 // when that bound elapsed (the wait is abandoned, nothing is held). Other
 // errors (lock_timeout, the deadlock detector, a cancel) propagate.

@@ -119,6 +119,41 @@ bool drain_guard(const Resource& r, std::int64_t wait_ms) {
     return true;
 }
 
+// The next token, once no transaction that validate()d an earlier one is
+// open. The guard is drained before the token is drawn; and once more after,
+// when the previous grant's token lock is gone: its holder's resource lock
+// and token lock are freed one after the other and in no set order (the lock
+// manager ends a transaction's or an exiting session's locks together), so
+// this backend may hold the resource while the previous holder's token lock
+// lingers for an instant, and a validate() of the previous token in that
+// instant would succeed and take the guard after the first drain. Every such
+// validate() holds the guard when the second drain comes (it took the guard
+// before probing the token lock, which is now gone); every later one fails.
+bool issue_guarded_token(const Resource& r, std::int32_t lease_ms, std::int64_t wait_ms, std::int64_t* token) {
+    const TimestampTz asked_at = wait_ms > 0 ? GetCurrentTimestamp() : 0;
+    if (!drain_guard(r, wait_ms)) return false;
+    std::int64_t previous = 0;
+    *token = issue_token(r.key, r.data, r.len, lease_ms, &previous);
+    if (previous == 0) return true;
+    std::int64_t left = wait_ms;
+    if (wait_ms > 0) {
+        long secs = 0;
+        int usecs = 0;
+        TimestampDifference(asked_at, GetCurrentTimestamp(), &secs, &usecs);
+        left = wait_ms - (static_cast<std::int64_t>(secs) * 1000 + usecs / 1000);
+        if (left < 1) left = 1;
+    }
+    const LOCKTAG ptag = token_tag(previous);
+    if (!held_by_me(ptag, kTokenHoldMode)) {
+        // Conditional first: the token lock of a grant that ended is free.
+        if (LockAcquire(&ptag, kTokenProbeMode, false, true) == LOCKACQUIRE_NOT_AVAIL &&
+            !wait_for_lock(ptag, kTokenProbeMode, false, wait_ms == 0 ? 1 : left))
+            return false;
+        LockRelease(&ptag, kTokenProbeMode, false);
+    }
+    return drain_guard(r, wait_ms == 0 ? 0 : left);
+}
+
 bool holds_resource(const LOCKTAG& tag) { return holds_any_mode(tag); }
 
 // Whether the lock this session holds on the resource's key is in fact held
@@ -227,8 +262,7 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
                 } else {
                     report_not_acquired(r, wait_ms);
                 }
-            } else if (drain_guard(r, left)) {
-                token = issue_token(r.key, r.data, r.len, static_cast<std::int32_t>(lease_ms));
+            } else if (issue_guarded_token(r, static_cast<std::int32_t>(lease_ms), left, &token)) {
                 fresh = true;
             } else if (try_only) {
                 guarded_busy = true;
@@ -657,6 +691,9 @@ void lock_or_report(const Resource& r, const LOCKTAG& tag, LOCKMODE mode, bool s
 }
 void report_lock_not_acquired(const Resource& r, std::int64_t wait_ms) { report_not_acquired(r, wait_ms); }
 bool drain_guard_of(const Resource& r, std::int64_t wait_ms) { return drain_guard(r, wait_ms); }
+bool issue_guarded(const Resource& r, std::int32_t lease_ms, std::int64_t wait_ms, std::int64_t* token) {
+    return issue_guarded_token(r, lease_ms, wait_ms, token);
+}
 bool regrant_in_statement(const Resource& r, const LOCKTAG& rtag, bool session) {
     return same_statement_regrant(r, rtag, session);
 }

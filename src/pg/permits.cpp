@@ -286,14 +286,19 @@ bool acquire_permit(const AcquireCall& c, std::int64_t* out) {
             refuse_if_validated_here(pr);
             // A new token only once every validate()-guarded transaction of
             // the permit's previous grants has ended.
-            if (!drain_guard_of(pr, c.try_only ? 0 : (budget < 0 ? -1 : (left() > 0 ? left() : 1)))) {
+            // (40001 when the key secret was replaced meanwhile.)
+            Resource named = pr;
+            named.data = pn.buf;
+            named.len = name_of(pn, got);
+            std::int64_t issued = 0;
+            if (!issue_guarded(named, static_cast<std::int32_t>(c.lease_ms),
+                               c.try_only ? 0 : (budget < 0 ? -1 : (left() > 0 ? left() : 1)), &issued)) {
                 if (!c.try_only) report_lock_not_acquired(r, 0);
                 busy = true;
                 give_back(base, n, got_key, c.session, mode);
                 got = 0;
             } else {
-                // (40001 when the key secret was replaced meanwhile.)
-                token = issue_token(got_key, pn.buf, name_of(pn, got), static_cast<std::int32_t>(c.lease_ms));
+                token = issued;
                 const LOCKTAG ttag = token_tag(token);
                 (void)LockAcquire(&ttag, kTokenHoldMode, c.session, false);
             }
