@@ -41,7 +41,7 @@ Relation open_state(Oid* index) {
     const FenceOids& o = fence_oids();
     *index = o.index;
     Relation rel = table_open(o.state, RowExclusiveLock);
-    check_layout(rel);
+    check_fence_state_layout(rel);
     return rel;
 }
 

@@ -7,6 +7,7 @@
 // transaction ends, however it ends.
 #include "pg/args.hpp"
 #include "pg/bridge.hpp"
+#include "pg/catalog_ids.hpp"
 #include "pg/events.hpp"
 #include "pg/fence_state.hpp"
 #include "pg/lock_options.hpp"
@@ -551,7 +552,7 @@ FENCING_FUNCTION(fencing_advance_past) {
         // being loaded: a role that may insert them (pg_database_owner
         // restoring its database) may move the counter past them.
         const bool loading_state = get_rel_name(relid) != nullptr && strcmp(get_rel_name(relid), "fence_state") == 0 &&
-                                   get_rel_namespace(relid) == get_namespace_oid("fencing", true) &&
+                                   get_rel_namespace(relid) == fencing_namespace() &&
                                    pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) == ACLCHECK_OK;
         if (!loading_state && !owns_table(relid))
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

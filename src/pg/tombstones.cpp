@@ -25,6 +25,7 @@
 #include "pg/tombstones.hpp"
 
 #include "pg/bridge.hpp"
+#include "pg/catalog_ids.hpp"
 #include "pg/lock_tags.hpp"
 
 extern "C" {
@@ -46,38 +47,10 @@ namespace fencing::pg::tombstones {
 
 namespace {
 
-constexpr int kAttTbl = 1, kAttHash = 2, kAttToken = 3, kAttDeletedAt = 4, kNatts = 4;
+// The table's columns (catalog_ids.hpp).
+constexpr int kAttTbl = tombstone_att::kTbl, kAttHash = tombstone_att::kHash, kAttToken = tombstone_att::kToken,
+              kAttDeletedAt = tombstone_att::kDeletedAt, kNatts = tombstone_att::kNatts;
 constexpr std::uint64_t kSeed = UINT64_C(0x66656e63696e6721);  // "fencing!"
-
-// The OIDs of fencing.tombstones and its index, looked up once and forgotten
-// with either relation (DROP/CREATE EXTENSION).
-struct Oids {
-    Oid rel = InvalidOid;
-    Oid index = InvalidOid;
-};
-Oids cached;
-bool callback_registered = false;
-
-void invalidate_oids(Datum, Oid relid) {
-    if (relid == InvalidOid || relid == cached.rel || relid == cached.index) cached = Oids{};
-}
-
-const Oids& oids() {
-    if (OidIsValid(cached.rel)) return cached;
-    if (!callback_registered) {
-        CacheRegisterRelcacheCallback(invalidate_oids, (Datum)0);
-        callback_registered = true;
-    }
-    const Oid nsp = get_namespace_oid("fencing", true);
-    const Oid rel = OidIsValid(nsp) ? get_relname_relid("tombstones", nsp) : InvalidOid;
-    const Oid index = OidIsValid(nsp) ? get_relname_relid("tombstones_pkey", nsp) : InvalidOid;
-    if (!OidIsValid(rel) || !OidIsValid(index))
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("fencing extension is not installed in this database"),
-                        errhint("Run CREATE EXTENSION fencing.")));
-    cached = Oids{rel, index};
-    return cached;
-}
 
 // fencing.tombstones as this transaction uses it: the table and its index
 // opened once (RowExclusiveLock), the dirty snapshot and the slot of its
@@ -127,22 +100,17 @@ Handle* handle() {
         RegisterXactCallback(xact_callback, nullptr);
         xact_callback_registered = true;
     }
-    const Oids& o = oids();
+    const Oid tombstones_rel = required_fencing_relation(FencingRel::tombstones);
+    const Oid tombstones_index = required_fencing_relation(FencingRel::tombstones_pkey);
     MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
     ResourceOwner saved = CurrentResourceOwner;
     CurrentResourceOwner = TopTransactionResourceOwner;
     Handle* h = static_cast<Handle*>(palloc0(sizeof(Handle)));
     PG_TRY();
     {
-        h->heap = table_open(o.rel, RowExclusiveLock);
-        TupleDesc d = RelationGetDescr(h->heap);
-        if (d->natts != kNatts || TupleDescAttr(d, kAttTbl - 1)->atttypid != OIDOID ||
-            TupleDescAttr(d, kAttHash - 1)->atttypid != INT8OID ||
-            TupleDescAttr(d, kAttToken - 1)->atttypid != INT8OID ||
-            TupleDescAttr(d, kAttDeletedAt - 1)->atttypid != TIMESTAMPTZOID)
-            ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.tombstones has an unexpected layout"),
-                            errhint("The table was altered by hand; reinstall the fencing extension.")));
-        h->index = index_open(o.index, RowExclusiveLock);
+        h->heap = table_open(tombstones_rel, RowExclusiveLock);
+        check_tombstones_layout(h->heap);
+        h->index = index_open(tombstones_index, RowExclusiveLock);
         h->index_info = BuildIndexInfo(h->index);
         InitDirtySnapshot(h->dirty);
         h->slot = table_slot_create(h->heap, nullptr);
@@ -825,8 +793,7 @@ FENCING_FUNCTION(fencing_sql_drop) {
         }
         SPI_finish();
         if (m == 0) PG_RETURN_VOID();
-        const Oid nsp = get_namespace_oid("fencing", true);
-        const Oid tombstones_rel = OidIsValid(nsp) ? get_relname_relid("tombstones", nsp) : InvalidOid;
+        const Oid tombstones_rel = fencing_relation(FencingRel::tombstones);
         if (!OidIsValid(tombstones_rel)) PG_RETURN_VOID();
         for (int i = 0; i < m; ++i)
             if (dropped[i] == tombstones_rel) PG_RETURN_VOID();
