@@ -24,6 +24,7 @@
 // the UPSERT's UPDATE, judged against that row).
 #include "pg/tombstones.hpp"
 
+#include "pg/args.hpp"
 #include "pg/bridge.hpp"
 #include "pg/catalog_ids.hpp"
 #include "pg/lock_tags.hpp"
@@ -700,8 +701,7 @@ std::int64_t forget(FunctionCallInfo fcinfo) {
         ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("older_than must not be null"),
                         errhint("Pass how old a tombstone must be to be removed, e.g. '30 days'.")));
     Interval* iv = PG_GETARG_INTERVAL_P(0);
-    const __int128 usecs = static_cast<__int128>(iv->time) + static_cast<__int128>(iv->day) * USECS_PER_DAY +
-                           static_cast<__int128>(iv->month) * DAYS_PER_MONTH * USECS_PER_DAY;
+    const __int128 usecs = interval_usecs(iv);
     if (usecs < 0)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("older_than must be zero or positive"),
                         errdetail("The interval given is %s.",
