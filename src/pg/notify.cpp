@@ -34,6 +34,7 @@
 #include "pg/args.hpp"
 #include "pg/bridge.hpp"
 #include "pg/catalog_ids.hpp"
+#include "pg/clock.hpp"
 #include "pg/key_secret.hpp"
 #include "pg/lock_tags.hpp"
 #include "pg/stats.hpp"
@@ -132,8 +133,6 @@ bool enabled_for(std::uint64_t key) {
     if (!keys_current()) load_keys();
     return keys.enabled(key);
 }
-
-std::int64_t unix_now_us() { return GetCurrentTimestamp() + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY; }
 
 double queue_usage() {
     LOCAL_FCINFO(fc, 0);
