@@ -38,20 +38,11 @@ char* stamp_slot(Page page) {
 core::CounterStamp stamp_here(Relation rel) {
     core::CounterStamp s;
     s.magic = core::kStampMagic;
-#if PG_VERSION_NUM >= 160000
-    s.tablespace = rel->rd_locator.spcOid;
-    s.database = rel->rd_locator.dbOid;
-    s.relfile = rel->rd_locator.relNumber;
-#else
-    s.tablespace = rel->rd_node.spcNode;
-    s.database = rel->rd_node.dbNode;
-    s.relfile = rel->rd_node.relNode;
-#endif
-#if PG_VERSION_NUM >= 150000
-    s.timeline = GetWALInsertionTimeLine();
-#else
-    s.timeline = ThisTimeLineID;
-#endif
+    const compat::RelFile file = compat::rel_file(rel);
+    s.tablespace = file.tablespace;
+    s.database = file.database;
+    s.relfile = file.relfile;
+    s.timeline = compat::wal_insertion_timeline();
     s.server_start = PgStartTime;
     return s;
 }
