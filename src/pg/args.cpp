@@ -27,12 +27,15 @@ Resource resource_arg(FunctionCallInfo fcinfo, int argno) {
     return r;
 }
 
+__int128 interval_usecs(const Interval* iv) {
+    return static_cast<__int128>(iv->time) + static_cast<__int128>(iv->day) * USECS_PER_DAY +
+           static_cast<__int128>(iv->month) * DAYS_PER_MONTH * USECS_PER_DAY;
+}
+
 std::int64_t interval_ms_arg(FunctionCallInfo fcinfo, int argno, const char* what, bool allow_zero) {
     if (PG_NARGS() <= argno || PG_ARGISNULL(argno)) return -1;
     Interval* iv = PG_GETARG_INTERVAL_P(argno);
-    // Months count as 30 days, as everywhere in PostgreSQL's interval arithmetic.
-    __int128 usecs = static_cast<__int128>(iv->time) + static_cast<__int128>(iv->day) * USECS_PER_DAY +
-                     static_cast<__int128>(iv->month) * DAYS_PER_MONTH * USECS_PER_DAY;
+    const __int128 usecs = interval_usecs(iv);
     if (usecs < 0 || (usecs == 0 && !allow_zero))
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("%s must be %s", what, allow_zero ? "zero or positive" : "positive"),

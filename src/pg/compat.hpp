@@ -77,6 +77,25 @@ inline bool is_relation_owner(Oid relid, Oid role) {
 // Reserves the GUC prefix "fencing." (and removes its placeholders).
 inline void reserve_guc_prefix(const char* prefix) { MarkGUCPrefixReserved(prefix); }
 
+// Where a relation's storage lives: its tablespace, database and file
+// number (16 renamed RelFileNode, rd_node, to RelFileLocator, rd_locator).
+struct RelFile {
+    Oid tablespace;
+    Oid database;
+    Oid relfile;
+};
+inline RelFile rel_file(Relation rel) {
+#if PG_VERSION_NUM >= 160000
+    return RelFile{rel->rd_locator.spcOid, rel->rd_locator.dbOid, rel->rd_locator.relNumber};
+#else
+    return RelFile{rel->rd_node.spcNode, rel->rd_node.dbNode, rel->rd_node.relNode};
+#endif
+}
+
+// The timeline WAL is inserted on (15 replaced the variable ThisTimeLineID
+// with this function; every release supported has it).
+inline TimeLineID wal_insertion_timeline() { return GetWALInsertionTimeLine(); }
+
 // Inserts a tuple's entry into a unique index.
 inline void index_insert_unique(Relation irel, Datum* values, bool* nulls, ItemPointer tid, Relation heap,
                                 IndexInfo* info) {

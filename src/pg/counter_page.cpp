@@ -3,6 +3,7 @@
 #include "pg/counter_page.hpp"
 
 #include "pg/catalog_ids.hpp"
+#include "pg/clock.hpp"
 #include "pg/settings.hpp"
 
 namespace fencing::pg {
@@ -37,20 +38,11 @@ char* stamp_slot(Page page) {
 core::CounterStamp stamp_here(Relation rel) {
     core::CounterStamp s;
     s.magic = core::kStampMagic;
-#if PG_VERSION_NUM >= 160000
-    s.tablespace = rel->rd_locator.spcOid;
-    s.database = rel->rd_locator.dbOid;
-    s.relfile = rel->rd_locator.relNumber;
-#else
-    s.tablespace = rel->rd_node.spcNode;
-    s.database = rel->rd_node.dbNode;
-    s.relfile = rel->rd_node.relNode;
-#endif
-#if PG_VERSION_NUM >= 150000
-    s.timeline = GetWALInsertionTimeLine();
-#else
-    s.timeline = ThisTimeLineID;
-#endif
+    const compat::RelFile file = compat::rel_file(rel);
+    s.tablespace = file.tablespace;
+    s.database = file.database;
+    s.relfile = file.relfile;
+    s.timeline = compat::wal_insertion_timeline();
     s.server_start = PgStartTime;
     return s;
 }
@@ -100,9 +92,6 @@ bool page_vouched(Relation rel, Page page, XLogRecPtr born) {
     memcpy(&on_page, slot, sizeof on_page);
     return core::stamp_vouches(on_page, stamp_here(rel), PageGetLSN(page), born);
 }
-
-// The wall clock in microseconds since 1970 (the unit of the clock bound).
-std::int64_t clock_us() { return GetCurrentTimestamp() + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY; }
 
 // WAL-logs the counter page as it must be after a crash: covering `covered`.
 // Then puts the page at `token` (handed out), counting down to `covered`, and
@@ -172,7 +161,7 @@ Issued next_counter_value(Oid seq, std::int64_t floor, core::FloorReach reach) {
                                   page_vouched(rel, page, born)};
         if (state.vouched)
             seen.observe(Record{state.lsn, state.is_called ? state.last_value + state.log_cnt : state.last_value});
-        plan = core::plan_next_token(state, floor, GetRedoRecPtr(), seen.before(), log_ahead(), clock_us(), reach);
+        plan = core::plan_next_token(state, floor, GetRedoRecPtr(), seen.before(), log_ahead(), unix_now_us(), reach);
         if (plan.action != core::CounterAction::wait_for_clock) break;
         // The counter is at the clock bound: wait (without the buffer lock)
         // for the clock to move past it.

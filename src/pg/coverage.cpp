@@ -28,6 +28,7 @@
 // the check is installed by the OID of fencing.enforce, without a lookup in
 // schema fencing. What they cannot do is refused with the DDL.
 #include "pg/bridge.hpp"
+#include "pg/catalog_ids.hpp"
 #include "pg/inheritance.hpp"
 #include "pg/tombstones.hpp"
 
@@ -53,15 +54,6 @@ using namespace fencing::pg;
 namespace {
 
 constexpr const char* kCheckName = "~fencing_enforce";
-
-// fencing.enforce(), found without a privilege check on schema fencing.
-Oid enforce_oid() {
-    const Oid nsp = get_namespace_oid("fencing", true);
-    if (!OidIsValid(nsp)) return InvalidOid;
-    oidvector* noargs = buildoidvector(nullptr, 0);
-    return GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid, CStringGetDatum("enforce"), PointerGetDatum(noargs),
-                           ObjectIdGetDatum(nsp));
-}
 
 // A table's fencing check: its trigger "~fencing_enforce" on fencing.enforce.
 struct Check {
@@ -342,7 +334,7 @@ void ddl_command_end(FunctionCallInfo fcinfo) {
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                         errmsg("fencing.ddl_command_end() was not called by the event trigger manager")));
     if (!may_change_coverage(reinterpret_cast<const EventTriggerData*>(fcinfo->context)->parsetree)) return;
-    const Oid enforce = enforce_oid();
+    const Oid enforce = enforce_function();
     if (!OidIsValid(enforce)) return;
 
     // The commands of this DDL, by the relation they altered or created.
@@ -455,7 +447,7 @@ void ddl_command_start(FunctionCallInfo fcinfo) {
             !IsA(at->def, PartitionCmd))
             continue;
         const PartitionCmd* pc = reinterpret_cast<const PartitionCmd*>(at->def);
-        if (!OidIsValid(enforce)) enforce = enforce_oid();
+        if (!OidIsValid(enforce)) enforce = enforce_function();
         if (!OidIsValid(enforce)) return;
         const Oid parent = RangeVarGetRelid(stmt->relation, NoLock, true);
         const Oid part = pc->name != nullptr ? RangeVarGetRelid(pc->name, NoLock, true) : InvalidOid;

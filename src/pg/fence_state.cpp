@@ -28,7 +28,7 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
     Issued issued = next_counter_value(seq_oid, 0, core::FloorReach::clock_bound);
 
     Relation rel = table_open(state_oid, RowExclusiveLock);
-    check_layout(rel);
+    check_fence_state_layout(rel);
     // The lock was taken under the key of the secret this backend knew; a
     // new secret committed meanwhile (which had to wait for no lock to be
     // held, and holds the fence state until it commits) makes it the wrong
@@ -61,7 +61,7 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
 StateRow read_state(std::uint64_t key, const char* resource, int len) {
     const FenceOids& o = fence_oids();
     Relation rel = table_open(o.state, AccessShareLock);
-    check_layout(rel);
+    check_fence_state_layout(rel);
     StateRow row = lookup_row(rel, o.index, key, resource, len);
     table_close(rel, AccessShareLock);
     return row;

@@ -14,6 +14,7 @@
 // record precedes every record of a later acquisition of the resource (which
 // waited for the lock released after that commit), so a durable new row
 // implies a durable deletion of the old one.
+#include "pg/args.hpp"
 #include "pg/bridge.hpp"
 #include "pg/catalog_ids.hpp"
 #include "pg/events.hpp"
@@ -41,7 +42,7 @@ Relation open_state(Oid* index) {
     const FenceOids& o = fence_oids();
     *index = o.index;
     Relation rel = table_open(o.state, RowExclusiveLock);
-    check_layout(rel);
+    check_fence_state_layout(rel);
     return rel;
 }
 
@@ -51,8 +52,7 @@ std::int64_t idle_seconds(FunctionCallInfo fcinfo) {
         ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("idle must not be null"),
                         errhint("Pass how long a resource must have been idle, e.g. '30 days'.")));
     Interval* iv = PG_GETARG_INTERVAL_P(0);
-    __int128 usecs = static_cast<__int128>(iv->time) + static_cast<__int128>(iv->day) * USECS_PER_DAY +
-                     static_cast<__int128>(iv->month) * DAYS_PER_MONTH * USECS_PER_DAY;
+    const __int128 usecs = interval_usecs(iv);
     if (usecs < 0)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("idle must be zero or positive"),
                         errdetail("The interval given is %s.",

@@ -4,6 +4,7 @@
 
 #include "core/resource_key.hpp"
 #include "pg/bridge.hpp"
+#include "pg/catalog_ids.hpp"
 #include "pg/lock_tags.hpp"
 
 extern "C" {
@@ -16,38 +17,15 @@ namespace fencing::pg {
 
 namespace {
 
-constexpr int kAttSecret = 1;
-// fencing.fence_state's columns (resource_rows.cpp checks the whole layout).
-constexpr int kStateAttKey = 1, kStateAttToken = 2, kStateAttResource = 5, kStateNatts = 5;
-
+// The secret this backend read, with the generation of fencing.key_secret
+// it was read under (catalog_ids.hpp): a new secret committed sends a
+// relcache invalidation of the table, which changes the generation.
 struct Cached {
     bool valid = false;
-    Oid rel = InvalidOid;
+    std::uint64_t generation = 0;
     core::KeySecret secret;
 };
 Cached cached;
-bool callback_registered = false;
-
-void forget_secret(Datum, Oid relid) {
-    if (relid == InvalidOid || relid == cached.rel) cached = Cached{};
-}
-
-Oid fencing_relid(const char* name) {
-    Oid nsp = get_namespace_oid("fencing", true);
-    Oid rel = OidIsValid(nsp) ? get_relname_relid(name, nsp) : InvalidOid;
-    if (!OidIsValid(rel))
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("fencing extension is not installed in this database"),
-                        errhint("Run CREATE EXTENSION fencing.")));
-    return rel;
-}
-
-void check_secret_layout(Relation rel) {
-    TupleDesc d = RelationGetDescr(rel);
-    if (d->natts != 1 || TupleDescAttr(d, kAttSecret - 1)->atttypid != BYTEAOID)
-        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.key_secret has an unexpected layout"),
-                        errhint("The table was altered by hand; reinstall the fencing extension.")));
-}
 
 // The 16 bytes of a secret value; false when it is not 16 bytes long.
 bool secret_bytes(Datum d, unsigned char* out) {
@@ -61,14 +39,11 @@ const core::KeySecret& current_secret() {
     // A secret replaced by a transaction that committed before this call
     // began is seen: its invalidation was sent before it released its locks.
     AcceptInvalidationMessages();
-    if (cached.valid) return cached.secret;
-    if (!callback_registered) {
-        CacheRegisterRelcacheCallback(forget_secret, (Datum)0);
-        callback_registered = true;
-    }
-    const Oid relid = fencing_relid("key_secret");
+    if (cached.valid && cached.generation == fencing_relation_generation(FencingRel::key_secret)) return cached.secret;
+    const Oid relid = required_fencing_relation(FencingRel::key_secret);
+    const std::uint64_t generation = fencing_relation_generation(FencingRel::key_secret);
     Relation rel = table_open(relid, AccessShareLock);
-    check_secret_layout(rel);
+    check_key_secret_layout(rel);
     // SnapshotSelf, as for the fence state: committed rows and this
     // transaction's own. A replacement in progress elsewhere shows the old
     // row until it commits; one in this transaction shows the new row.
@@ -94,7 +69,7 @@ const core::KeySecret& current_secret() {
     if (rows > 1 || !well_formed)
         ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.key_secret is malformed"),
                         errdetail("It holds %d rows; it must hold one, of 16 bytes.", rows)));
-    cached = Cached{true, relid, core::secret_from_bytes(bytes)};
+    cached = Cached{true, generation, core::secret_from_bytes(bytes)};
     return cached.secret;
 }
 
@@ -121,8 +96,8 @@ bool fencing_locks_exist() {
 bool find_other_row(Relation rel, Oid index, std::int64_t key, Datum resource, ItemPointer self, ItemPointerData* tid,
                     std::int64_t* token) {
     ScanKeyData skey[2];
-    ScanKeyInit(&skey[0], kStateAttKey, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(key));
-    ScanKeyEntryInitialize(&skey[1], 0, kStateAttResource, BTEqualStrategyNumber, InvalidOid, C_COLLATION_OID, F_TEXTEQ,
+    ScanKeyInit(&skey[0], kAttKey, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(key));
+    ScanKeyEntryInitialize(&skey[1], 0, kAttResource, BTEqualStrategyNumber, InvalidOid, C_COLLATION_OID, F_TEXTEQ,
                            resource);
     SysScanDesc scan = systable_beginscan(rel, index, true, SnapshotSelf, 2, skey);
     HeapTuple tup;
@@ -131,7 +106,7 @@ bool find_other_row(Relation rel, Oid index, std::int64_t key, Datum resource, I
         if (ItemPointerEquals(&tup->t_self, self)) continue;
         bool isnull = false;
         *tid = tup->t_self;
-        *token = DatumGetInt64(heap_getattr(tup, kStateAttToken, RelationGetDescr(rel), &isnull));
+        *token = DatumGetInt64(heap_getattr(tup, kAttToken, RelationGetDescr(rel), &isnull));
         found = true;
     }
     systable_endscan(scan);
@@ -143,19 +118,15 @@ bool find_other_row(Relation rel, Oid index, std::int64_t key, Datum resource, I
 // secret and written under another (a restore into a database that was used
 // before the restore's secret arrived): the one with the newer token stays.
 void rekey_fence_state(const core::KeySecret& secret) {
-    const Oid state = fencing_relid("fence_state");
-    const Oid index = fencing_relid("fence_state_pkey");
+    const Oid state = required_fencing_relation(FencingRel::fence_state);
+    const Oid index = required_fencing_relation(FencingRel::fence_state_pkey);
     // ExclusiveLock until the transaction ends: no grant can be recorded
     // (acquisitions write under RowExclusiveLock, as forget does) before the
     // new secret is committed, and then every acquisition that waited here
     // checks its key again (check_key_current).
     Relation rel = table_open(state, ExclusiveLock);
     TupleDesc d = RelationGetDescr(rel);
-    if (d->natts != kStateNatts || TupleDescAttr(d, kStateAttKey - 1)->atttypid != INT8OID ||
-        TupleDescAttr(d, kStateAttToken - 1)->atttypid != INT8OID ||
-        TupleDescAttr(d, kStateAttResource - 1)->atttypid != TEXTOID)
-        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.fence_state has an unexpected layout"),
-                        errhint("The table was altered by hand; reinstall the fencing extension.")));
+    check_fence_state_layout(rel);
     if (fencing_locks_exist())
         ereport(ERROR, (errcode(ERRCODE_OBJECT_IN_USE),
                         errmsg("cannot replace the fencing resource key secret while fencing locks are held"),
@@ -168,30 +139,30 @@ void rekey_fence_state(const core::KeySecret& secret) {
     SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, SnapshotSelf, 0, nullptr);
     HeapTuple tup;
     while (HeapTupleIsValid(tup = systable_getnext(scan))) {
-        bool isnull[kStateNatts];
-        Datum values[kStateNatts];
+        bool isnull[kNatts];
+        Datum values[kNatts];
         heap_deform_tuple(tup, d, values, isnull);
-        if (isnull[kStateAttKey - 1] || isnull[kStateAttResource - 1] || isnull[kStateAttToken - 1]) continue;
-        text* name = DatumGetTextPP(values[kStateAttResource - 1]);
+        if (isnull[kAttKey - 1] || isnull[kAttResource - 1] || isnull[kAttToken - 1]) continue;
+        text* name = DatumGetTextPP(values[kAttResource - 1]);
         const std::int64_t key =
             core::key_as_int64(core::resource_key(secret, VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name)));
-        if (key == DatumGetInt64(values[kStateAttKey - 1])) continue;
+        if (key == DatumGetInt64(values[kAttKey - 1])) continue;
         ItemPointerData self = tup->t_self;
         const Datum resource = PointerGetDatum(name);
         ItemPointerData other;
         std::int64_t other_token = 0;
         if (find_other_row(rel, index, key, resource, &self, &other, &other_token)) {
-            if (other_token >= DatumGetInt64(values[kStateAttToken - 1])) {
+            if (other_token >= DatumGetInt64(values[kAttToken - 1])) {
                 simple_heap_delete(rel, &self);
                 continue;
             }
             simple_heap_delete(rel, &other);
         }
-        values[kStateAttKey - 1] = Int64GetDatum(key);
+        values[kAttKey - 1] = Int64GetDatum(key);
         HeapTuple moved = heap_form_tuple(d, values, isnull);
         compat::simple_update(rel, &self, moved);
         // The key changed, so the update is never HOT: index the new version.
-        Datum ivalues[2] = {values[kStateAttKey - 1], resource};
+        Datum ivalues[2] = {values[kAttKey - 1], resource};
         bool inulls[2] = {false, false};
         compat::index_insert_unique(irel, ivalues, inulls, &moved->t_self, rel, info);
         heap_freetuple(moved);
@@ -245,7 +216,8 @@ FENCING_FUNCTION(fencing_key_secret_replace) {
                             errmsg("fencing.key_secret_replace must be called as a trigger")));
         TriggerData* td = reinterpret_cast<TriggerData*>(fcinfo->context);
         const bool inserting = TRIGGER_FIRED_BY_INSERT(td->tg_event);
-        if (!TRIGGER_FIRED_BEFORE(td->tg_event) || RelationGetRelid(td->tg_relation) != fencing_relid("key_secret"))
+        if (!TRIGGER_FIRED_BEFORE(td->tg_event) ||
+            RelationGetRelid(td->tg_relation) != required_fencing_relation(FencingRel::key_secret))
             ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                             errmsg("fencing.key_secret_replace must be a BEFORE trigger of fencing.key_secret")));
         // The secret is replaced, never removed: without it no key can be
@@ -259,7 +231,7 @@ FENCING_FUNCTION(fencing_key_secret_replace) {
             ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                             errmsg("fencing.key_secret_replace must be a BEFORE ROW trigger of fencing.key_secret")));
         Relation rel = td->tg_relation;
-        check_secret_layout(rel);
+        check_key_secret_layout(rel);
         HeapTuple row = inserting ? td->tg_trigtuple : td->tg_newtuple;
         TupleDesc desc = RelationGetDescr(rel);
         bool isnull = false;

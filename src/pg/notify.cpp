@@ -33,6 +33,8 @@
 
 #include "pg/args.hpp"
 #include "pg/bridge.hpp"
+#include "pg/catalog_ids.hpp"
+#include "pg/clock.hpp"
 #include "pg/key_secret.hpp"
 #include "pg/lock_tags.hpp"
 #include "pg/stats.hpp"
@@ -55,32 +57,25 @@ constexpr std::uint32_t kQueueCheckEvery = 256;
 constexpr double kQueueFullAt = 0.5;
 constexpr int kMaxResources = 1000;
 
+// The keys, with the generations (catalog_ids.hpp) they were read under: of
+// fencing.notify_settings, of fencing.key_secret (a new resource key secret
+// gives every name a new key) and, without the settings table, of every
+// relation (any relation may be it once created: ALTER EXTENSION UPDATE).
 core::NotifyKeys keys;
 bool keys_valid = false;
-Oid settings_relid = InvalidOid;
-Oid secret_relid = InvalidOid;  // a new resource key secret gives every name a new key
-bool relcache_callback_registered = false;
+bool keys_had_table = false;
+std::uint64_t keys_settings_generation = 0;
+std::uint64_t keys_secret_generation = 0;
+std::uint64_t keys_relcache_generation = 0;
 
 core::Announcements grants;
 core::NotifyBudget budget(kPerTransaction, kQueueCheckEvery);
 bool xact_callbacks_registered = false;
 
-void invalidate(Datum, Oid relid) {
-    // Without the table, any relation may be it once created (ALTER EXTENSION UPDATE).
-    if (relid == InvalidOid || !OidIsValid(settings_relid) || relid == settings_relid || relid == secret_relid)
-        keys_valid = false;
-}
-
-Oid find_settings_table() {
-    const Oid nsp = get_namespace_oid("fencing", true);
-    return OidIsValid(nsp) ? get_relname_relid("notify_settings", nsp) : InvalidOid;
-}
-
-void check_layout(Relation rel) {
-    const TupleDesc d = RelationGetDescr(rel);
-    if (d->natts != 1 || TupleDescAttr(d, 0)->atttypid != TEXTOID)
-        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.notify_settings has an unexpected layout"),
-                        errhint("The table was altered by hand; reinstall the fencing extension.")));
+bool keys_current() {
+    if (!keys_valid || keys_secret_generation != fencing_relation_generation(FencingRel::key_secret)) return false;
+    if (!keys_had_table) return keys_relcache_generation == relcache_generation();
+    return keys_settings_generation == fencing_relation_generation(FencingRel::notify_settings);
 }
 
 [[noreturn]] void out_of_memory() {
@@ -89,20 +84,20 @@ void check_layout(Relation rel) {
 }
 
 void load_keys() {
-    if (!relcache_callback_registered) {
-        CacheRegisterRelcacheCallback(invalidate, (Datum)0);
-        relcache_callback_registered = true;
-    }
-    keys_valid = true;  // an invalidation arriving while reading makes it false again
-    settings_relid = find_settings_table();
-    const Oid nsp = get_namespace_oid("fencing", true);
-    secret_relid = OidIsValid(nsp) ? get_relname_relid("key_secret", nsp) : InvalidOid;
+    const Oid settings_relid = fencing_relation(FencingRel::notify_settings);
+    (void)fencing_relation(FencingRel::key_secret);
+    // Saved before reading: an invalidation arriving meanwhile makes them stale.
+    keys_valid = true;
+    keys_had_table = OidIsValid(settings_relid);
+    keys_settings_generation = fencing_relation_generation(FencingRel::notify_settings);
+    keys_secret_generation = fencing_relation_generation(FencingRel::key_secret);
+    keys_relcache_generation = relcache_generation();
     std::uint64_t* found = nullptr;
     std::size_t n = 0;
     bool all = false;
     if (OidIsValid(settings_relid)) {
         Relation rel = table_open(settings_relid, AccessShareLock);
-        check_layout(rel);
+        check_notify_settings_layout(rel);
         found = static_cast<std::uint64_t*>(palloc(sizeof(std::uint64_t) * kMaxResources));
         Snapshot snap = RegisterSnapshot(GetLatestSnapshot());
         SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, snap, 0, nullptr);
@@ -135,11 +130,9 @@ void load_keys() {
 }
 
 bool enabled_for(std::uint64_t key) {
-    if (!keys_valid) load_keys();
+    if (!keys_current()) load_keys();
     return keys.enabled(key);
 }
-
-std::int64_t unix_now_us() { return GetCurrentTimestamp() + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY; }
 
 double queue_usage() {
     LOCAL_FCINFO(fc, 0);
@@ -242,7 +235,7 @@ void subxact_callback(SubXactEvent event, SubTransactionId sub, SubTransactionId
 bool announcing() noexcept { return grants.size() > 0; }
 
 void granted(std::uint64_t key, const char* resource, int len, std::int64_t token, bool session) {
-    if (!keys_valid) load_keys();
+    if (!keys_current()) load_keys();
     // A permit is announced under its resource's name, and enabled by it.
     if (!keys.any() || (!keys.enabled(key) && !keys.enabled(resource_key_of(resource, len)))) return;
     queue(resource, static_cast<std::size_t>(len), core::LockEvent::granted, token);
@@ -314,7 +307,7 @@ FENCING_FUNCTION(fencing_set_notify) {
         Resource r{nullptr, 0, 0};
         if (!all) r = resource_arg(fcinfo, 0);
         PreventCommandIfReadOnly("fencing.set_notify()");
-        const Oid relid = notify::find_settings_table();
+        const Oid relid = fencing_relation(FencingRel::notify_settings);
         if (!OidIsValid(relid))
             ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                             errmsg("fencing.notify_settings does not exist"),
@@ -322,7 +315,7 @@ FENCING_FUNCTION(fencing_set_notify) {
         // Self-conflicting: concurrent calls take turns, each seeing the
         // others' committed rows (the bound and the uniqueness hold).
         Relation rel = table_open(relid, ShareRowExclusiveLock);
-        notify::check_layout(rel);
+        check_notify_settings_layout(rel);
         const TupleDesc desc = RelationGetDescr(rel);
         int named = 0;
         int nmatch = 0;
@@ -418,7 +411,7 @@ FENCING_FUNCTION(fencing_notify_settings_changed) {
         if (TRIGGER_FIRED_BY_INSERT(td->tg_event) || TRIGGER_FIRED_BY_UPDATE(td->tg_event)) {
             LockRelationOid(relid, ShareUpdateExclusiveLock);
             CommandCounterIncrement();
-            notify::check_layout(td->tg_relation);
+            check_notify_settings_layout(td->tg_relation);
             int named = 0;
             int whole = 0;
             int cap = 64;

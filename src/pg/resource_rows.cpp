@@ -14,7 +14,7 @@ namespace fencing::pg {
 
 namespace {
 
-// Offsets of the fixed-width columns in a tuple without nulls (check_layout
+// Offsets of the fixed-width columns in a tuple without nulls (check_fence_state_layout
 // guarantees the types, hence the alignment).
 constexpr std::size_t kOffKey = 0, kOffToken = 8, kOffGrantedAt = 16, kOffLease = 20;
 
@@ -70,18 +70,6 @@ void report_shared_key(const char* resource, int len) {
 }
 
 }  // namespace
-
-void check_layout(Relation rel) {
-    TupleDesc d = RelationGetDescr(rel);
-    bool ok = d->natts == kNatts && TupleDescAttr(d, kAttKey - 1)->atttypid == INT8OID &&
-              TupleDescAttr(d, kAttToken - 1)->atttypid == INT8OID &&
-              TupleDescAttr(d, kAttGrantedAt - 1)->atttypid == INT4OID &&
-              TupleDescAttr(d, kAttLease - 1)->atttypid == INT4OID &&
-              TupleDescAttr(d, kAttResource - 1)->atttypid == TEXTOID;
-    if (!ok)
-        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.fence_state has an unexpected layout"),
-                        errhint("The table was altered by hand; reinstall the fencing extension.")));
-}
 
 StateRow lookup_row(Relation rel, Oid index, std::uint64_t key, const char* resource, int len) {
     StateRow row;
@@ -184,7 +172,7 @@ FENCING_FUNCTION(fencing_fence_state_merge) {
                             errmsg("fencing.fence_state_merge must be a BEFORE INSERT ROW trigger of "
                                    "fencing.fence_state")));
         Relation rel = td->tg_relation;
-        check_layout(rel);
+        check_fence_state_layout(rel);
         HeapTuple row = td->tg_trigtuple;
         TupleDesc d = RelationGetDescr(rel);
         bool key_null = false, token_null = false, name_null = false;

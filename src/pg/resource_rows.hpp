@@ -6,6 +6,7 @@
 // transaction id, no commit; see fence_state.hpp for what that means after a
 // crash); a first grant inserts the row frozen.
 #pragma once
+#include "pg/catalog_ids.hpp"
 #include "pg/fence_state.hpp"
 #include "pg/pg.hpp"
 
@@ -13,12 +14,7 @@
 
 namespace fencing::pg {
 
-// Column numbers of fencing.fence_state.
-constexpr int kAttKey = 1, kAttToken = 2, kAttGrantedAt = 3, kAttLease = 4, kAttResource = 5;
-constexpr int kNatts = 5;
-
-// Errors (XX001) when the table's columns are not the ones above.
-void check_layout(Relation rel);
+// The table's column numbers and its layout check are in catalog_ids.hpp.
 
 // The resource's row, as this command sees it (found = false when none).
 StateRow lookup_row(Relation rel, Oid index, std::uint64_t key, const char* resource, int len);

@@ -53,6 +53,7 @@ extern "C" {
 #include "core/lease_clock.hpp"
 #include "core/lock_delay.hpp"
 #include "pg/bridge.hpp"
+#include "pg/clock.hpp"
 #include "pg/lock_tags.hpp"
 #include "pg/notify.hpp"
 #include "pg/stats.hpp"
@@ -175,8 +176,6 @@ std::int64_t monotonic_us() {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<std::int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
 }
-
-std::int64_t unix_now_us() { return GetCurrentTimestamp() + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY; }
 
 void wake_supervisor() noexcept {
     const std::uint32_t n = pg_atomic_read_u32(&shared->supervisor_procno);

@@ -25,6 +25,7 @@
 #include "pg/tombstones.hpp"
 
 #include "pg/bridge.hpp"
+#include "pg/catalog_ids.hpp"
 #include "pg/lock_tags.hpp"
 
 extern "C" {
@@ -35,7 +36,6 @@ extern "C" {
 #include "catalog/pg_amop.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
-#include "commands/event_trigger.h"
 #include "common/hashfn.h"
 #include "utils/catcache.h"
 #include "utils/fmgroids.h"
@@ -46,38 +46,10 @@ namespace fencing::pg::tombstones {
 
 namespace {
 
-constexpr int kAttTbl = 1, kAttHash = 2, kAttToken = 3, kAttDeletedAt = 4, kNatts = 4;
+// The table's columns (catalog_ids.hpp).
+constexpr int kAttTbl = tombstone_att::kTbl, kAttHash = tombstone_att::kHash, kAttToken = tombstone_att::kToken,
+              kAttDeletedAt = tombstone_att::kDeletedAt, kNatts = tombstone_att::kNatts;
 constexpr std::uint64_t kSeed = UINT64_C(0x66656e63696e6721);  // "fencing!"
-
-// The OIDs of fencing.tombstones and its index, looked up once and forgotten
-// with either relation (DROP/CREATE EXTENSION).
-struct Oids {
-    Oid rel = InvalidOid;
-    Oid index = InvalidOid;
-};
-Oids cached;
-bool callback_registered = false;
-
-void invalidate_oids(Datum, Oid relid) {
-    if (relid == InvalidOid || relid == cached.rel || relid == cached.index) cached = Oids{};
-}
-
-const Oids& oids() {
-    if (OidIsValid(cached.rel)) return cached;
-    if (!callback_registered) {
-        CacheRegisterRelcacheCallback(invalidate_oids, (Datum)0);
-        callback_registered = true;
-    }
-    const Oid nsp = get_namespace_oid("fencing", true);
-    const Oid rel = OidIsValid(nsp) ? get_relname_relid("tombstones", nsp) : InvalidOid;
-    const Oid index = OidIsValid(nsp) ? get_relname_relid("tombstones_pkey", nsp) : InvalidOid;
-    if (!OidIsValid(rel) || !OidIsValid(index))
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("fencing extension is not installed in this database"),
-                        errhint("Run CREATE EXTENSION fencing.")));
-    cached = Oids{rel, index};
-    return cached;
-}
 
 // fencing.tombstones as this transaction uses it: the table and its index
 // opened once (RowExclusiveLock), the dirty snapshot and the slot of its
@@ -127,22 +99,17 @@ Handle* handle() {
         RegisterXactCallback(xact_callback, nullptr);
         xact_callback_registered = true;
     }
-    const Oids& o = oids();
+    const Oid tombstones_rel = required_fencing_relation(FencingRel::tombstones);
+    const Oid tombstones_index = required_fencing_relation(FencingRel::tombstones_pkey);
     MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
     ResourceOwner saved = CurrentResourceOwner;
     CurrentResourceOwner = TopTransactionResourceOwner;
     Handle* h = static_cast<Handle*>(palloc0(sizeof(Handle)));
     PG_TRY();
     {
-        h->heap = table_open(o.rel, RowExclusiveLock);
-        TupleDesc d = RelationGetDescr(h->heap);
-        if (d->natts != kNatts || TupleDescAttr(d, kAttTbl - 1)->atttypid != OIDOID ||
-            TupleDescAttr(d, kAttHash - 1)->atttypid != INT8OID ||
-            TupleDescAttr(d, kAttToken - 1)->atttypid != INT8OID ||
-            TupleDescAttr(d, kAttDeletedAt - 1)->atttypid != TIMESTAMPTZOID)
-            ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.tombstones has an unexpected layout"),
-                            errhint("The table was altered by hand; reinstall the fencing extension.")));
-        h->index = index_open(o.index, RowExclusiveLock);
+        h->heap = table_open(tombstones_rel, RowExclusiveLock);
+        check_tombstones_layout(h->heap);
+        h->index = index_open(tombstones_index, RowExclusiveLock);
         h->index_info = BuildIndexInfo(h->index);
         InitDirtySnapshot(h->dirty);
         h->slot = table_slot_create(h->heap, nullptr);
@@ -707,56 +674,27 @@ void release(Site* site) {
     site->nlocks = 0;
 }
 
-}  // namespace fencing::pg::tombstones
-
-// fencing.forget_tombstones(older_than interval): removes the tombstones
-// recorded at least OLDER_THAN ago; returns how many (at most kMaxPerCall per
-// call: call again until it returns 0). A tombstone whose key is being
-// written at the moment is left for the next call. After its tombstone is
-// gone, an INSERT of a deleted key is no longer judged against the deleting
-// token.
 namespace {
 
-using namespace fencing::pg;
-using namespace fencing::pg::tombstones;
-
-constexpr int kMaxPerCall = 10000;
+constexpr int kMaxForgetPerCall = 10000;
 
 struct Candidate {
     Oid tbl;
     std::uint64_t hash;
 };
 
-std::int64_t forget(FunctionCallInfo fcinfo) {
-    if (PG_ARGISNULL(0))
-        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("older_than must not be null"),
-                        errhint("Pass how old a tombstone must be to be removed, e.g. '30 days'.")));
-    Interval* iv = PG_GETARG_INTERVAL_P(0);
-    const __int128 usecs = static_cast<__int128>(iv->time) + static_cast<__int128>(iv->day) * USECS_PER_DAY +
-                           static_cast<__int128>(iv->month) * DAYS_PER_MONTH * USECS_PER_DAY;
-    if (usecs < 0)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("older_than must be zero or positive"),
-                        errdetail("The interval given is %s.",
-                                  DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(iv))))));
-    if (RecoveryInProgress())
-        ereport(ERROR,
-                (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION), errmsg("cannot forget tombstones during recovery")));
-    if (XactReadOnly)
-        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-                        errmsg("cannot forget tombstones in a read-only transaction")));
-    const __int128 limit = static_cast<__int128>(GetCurrentTimestamp()) - usecs;
-    const TimestampTz cutoff =
-        limit < static_cast<__int128>(DT_NOBEGIN) + 1 ? DT_NOBEGIN + 1 : static_cast<TimestampTz>(limit);
+}  // namespace
 
+std::int64_t forget_older_than(TimestampTz cutoff) {
     Handle* h = handle();
-    Candidate* cand = static_cast<Candidate*>(palloc(sizeof(Candidate) * kMaxPerCall));
+    Candidate* cand = static_cast<Candidate*>(palloc(sizeof(Candidate) * kMaxForgetPerCall));
     int n = 0;
     {
         Snapshot snap = RegisterSnapshot(GetLatestSnapshot());
         SysScanDesc scan = systable_beginscan(h->heap, InvalidOid, false, snap, 0, nullptr);
         HeapTuple tup;
         TupleDesc d = RelationGetDescr(h->heap);
-        while (n < kMaxPerCall && HeapTupleIsValid(tup = systable_getnext(scan))) {
+        while (n < kMaxForgetPerCall && HeapTupleIsValid(tup = systable_getnext(scan))) {
             bool isnull = false;
             if (DatumGetTimestampTz(heap_getattr(tup, kAttDeletedAt, d, &isnull)) >= cutoff || isnull) continue;
             cand[n].tbl = DatumGetObjectId(heap_getattr(tup, kAttTbl, d, &isnull));
@@ -781,72 +719,4 @@ std::int64_t forget(FunctionCallInfo fcinfo) {
     return forgotten;
 }
 
-}  // namespace
-
-FENCING_FUNCTION(fencing_forget_tombstones) {
-    return guarded("fencing.forget_tombstones", [&]() -> Datum { PG_RETURN_INT64(forget(fcinfo)); });
-}
-
-// fencing.sql_drop(): the event trigger fencing_sql_drop. Every table the
-// command dropped loses the tombstones kept under it (a hierarchy's root
-// those of the whole hierarchy; a partition or child only those from a time
-// it owned its protection), in the dropping transaction (a DROP
-// rolled back keeps them), so that a table that later gets its OID does not
-// meet them. It runs with the rights of the role that runs the DDL, which
-// needs nothing of fencing: the module removes them. Nothing to do when
-// fencing.tombstones itself is gone (DROP EXTENSION).
-FENCING_FUNCTION(fencing_sql_drop) {
-    return guarded("fencing.sql_drop", [&]() -> Datum {
-        if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
-            ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-                            errmsg("fencing.sql_drop() was not called by the event trigger manager")));
-        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
-        // Every DROP of the database comes here: the query is planned once
-        // per session.
-        static SPIPlanPtr dropped_tables = nullptr;
-        if (dropped_tables == nullptr) {
-            SPIPlanPtr plan = SPI_prepare(
-                "SELECT objid FROM pg_catalog.pg_event_trigger_dropped_objects() "
-                "WHERE classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
-                "AND objsubid = 0 AND object_type = 'table'",
-                0, nullptr);
-            if (plan == nullptr || SPI_keepplan(plan) != 0) elog(ERROR, "could not plan the query of dropped tables");
-            dropped_tables = plan;
-        }
-        if (SPI_execute_plan(dropped_tables, nullptr, nullptr, true, 0) != SPI_OK_SELECT)
-            elog(ERROR, "could not read the objects the command dropped");
-        const int n = static_cast<int>(SPI_processed);
-        Oid* dropped = static_cast<Oid*>(SPI_palloc(sizeof(Oid) * (n + 1)));
-        int m = 0;
-        for (int i = 0; i < n; ++i) {
-            bool isnull = true;
-            const Datum d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
-            if (!isnull) dropped[m++] = DatumGetObjectId(d);
-        }
-        SPI_finish();
-        if (m == 0) PG_RETURN_VOID();
-        const Oid nsp = get_namespace_oid("fencing", true);
-        const Oid tombstones_rel = OidIsValid(nsp) ? get_relname_relid("tombstones", nsp) : InvalidOid;
-        if (!OidIsValid(tombstones_rel)) PG_RETURN_VOID();
-        for (int i = 0; i < m; ++i)
-            if (dropped[i] == tombstones_rel) PG_RETURN_VOID();
-        for (int i = 0; i < m; ++i) (void)remove_table(dropped[i]);
-        PG_RETURN_VOID();
-    });
-}
-
-// fencing.tombstone_key_problem(tbl regclass): why the table's primary key
-// cannot carry tombstones, or NULL. For the table's owner (protect() asks).
-FENCING_FUNCTION(fencing_tombstone_key_problem) {
-    return guarded("fencing.tombstone_key_problem", [&]() -> Datum {
-        const Oid relid = PG_GETARG_OID(0);
-        const char* relname = get_rel_name(relid);
-        if (relname == nullptr)
-            ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", relid)));
-        if (!compat::is_relation_owner(relid, GetUserId()))
-            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE), errmsg("must be owner of table %s", relname)));
-        const char* problem = key_problem(relid);
-        if (problem == nullptr) PG_RETURN_NULL();
-        PG_RETURN_TEXT_P(cstring_to_text(problem));
-    });
-}
+}  // namespace fencing::pg::tombstones

@@ -98,6 +98,11 @@ std::int64_t move_table(Oid from, Oid to);
 // (protected alone, or detached).
 std::int64_t remove_table(Oid relid);
 
+// Removes the tombstones recorded before CUTOFF, at most 10,000 (the oldest
+// are not necessarily first: call again until it returns 0), leaving those
+// whose key is being written at the moment; returns how many it removed.
+std::int64_t forget_older_than(TimestampTz cutoff);
+
 // Releases the key locks SITE holds (those of the current resource owner;
 // the others go with their owner, at the end of the (sub)transaction).
 void release(Site* site);

@@ -5,6 +5,7 @@
 // looks nothing up through search_path: columns by name in the relation's own
 // descriptor, values with heap_getattr, the comparison in C++.
 #include "pg/bridge.hpp"
+#include "pg/catalog_ids.hpp"
 #include "pg/events.hpp"
 #include "pg/settings.hpp"
 #include "pg/tombstones.hpp"
@@ -79,12 +80,6 @@ bool parse_bool_arg(const char* s, bool* out) {
     return false;
 }
 
-Oid token_type_oid() {
-    Oid nsp = get_namespace_oid("fencing", true);
-    if (!OidIsValid(nsp)) return InvalidOid;
-    return GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid, CStringGetDatum("token"), ObjectIdGetDatum(nsp));
-}
-
 [[noreturn]] void bad_arguments(const Trigger* trig, Relation rel, const char* detail) {
     ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                     errmsg("trigger \"%s\" on relation \"%s\" has invalid arguments for fencing.enforce", trig->tgname,
@@ -116,7 +111,7 @@ void build_call_site(CallSite* cs, TriggerData* td) {
                                trig->tgname, RelationGetRelationName(rel)),
                         errhint("Protect the table again with fencing.protect(table, token_column => ...).")));
     Oid type = TupleDescAttr(desc, attnum - 1)->atttypid;
-    if (type != INT8OID && type != token_type_oid())
+    if (type != INT8OID && type != pg::token_type())
         ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
                         errmsg("fence token column \"%s\" named by trigger \"%s\" of relation \"%s\" is of type %s",
                                column, trig->tgname, RelationGetRelationName(rel), format_type_be(type)),
