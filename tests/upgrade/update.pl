@@ -18,7 +18,9 @@
 # session holding two locks (one with a lease). Then the current build is
 # installed under the running server, as a package upgrade does, and:
 #   1. the new build is what new sessions load, the holding session keeps the
-#      old one; the current package installs every sql/fencing--*.sql;
+#      old one; the current package installs every released script
+#      (sql/fencing--*.sql) and the install script of the current version
+#      (fencing--<version>.sql, the build's copy of sql/fencing.sql);
 #   2. before the update, the new module with the database not yet updated
 #      works or refuses clearly (an error naming ALTER EXTENSION fencing
 #      UPDATE): locks conflict across the two modules, tokens continue,
@@ -72,8 +74,15 @@ note "updating from $from (commit $from_commit) to $to";
 # ---- the packages ----------------------------------------------------------------
 is(control_version("$cur_pkg/extension/fencing.control"), $to, "the current package installs version $to");
 is(control_version("$from_pkg/extension/fencing.control"), $from, "the earlier package installs version $from");
-is_deeply([ package_scripts($cur_pkg) ], [ sort map { basename($_) } glob("$root/sql/fencing--*.sql") ],
-	'the current package installs every sql/fencing--*.sql of the tree');
+# The released scripts of the tree, and the install script of the current
+# version, which the build makes from sql/fencing.sql (a copy in the tree,
+# from a build there, is no released script).
+my $install_script = "fencing--$to.sql";
+is_deeply([ package_scripts($cur_pkg) ],
+	[ sort((grep { $_ ne $install_script } map { basename($_) } glob("$root/sql/fencing--*.sql")), $install_script) ],
+	"the current package installs every released script of the tree and $install_script");
+is(slurp_file("$cur_pkg/extension/$install_script"), slurp_file("$root/sql/fencing.sql"),
+	"the current package's $install_script is sql/fencing.sql");
 
 # ---- the earlier release, with live state ---------------------------------------------
 install_package($from_pkg, $inst);
