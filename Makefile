@@ -24,15 +24,26 @@ CORE_SRCS = $(call fencing_src,src/core/*.cpp)
 PG_SRCS   = $(call fencing_src,src/pg/*.cpp)
 OBJS      = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 
-# Every extension script: the install script of the first release and the
-# update scripts of every later one (fencing--<from>--<to>.sql). A new version
-# ships as an update script only; CREATE EXTENSION of it runs the chain.
-DATA      = $(call fencing_src,sql/fencing--*.sql)
+# The extension scripts. The install script of the current version,
+# fencing--$(EXTVERSION).sql, is built from one source, sql/fencing.sql (the
+# complete API of this version; CREATE EXTENSION runs it alone), into the
+# build directory (not tracked; `make clean` removes it). Beside it, the
+# released scripts, as they were released: the install script of 1.0 and the
+# update scripts (fencing--<from>--<to>.sql), the path of ALTER EXTENSION
+# fencing UPDATE from every earlier release. A change of an SQL object goes
+# into sql/fencing.sql and into the current update script; the upgrade suite
+# compares a database updated from every release with a fresh install.
+EXTENSION_SCRIPT = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA       = $(filter-out $(EXTENSION_SCRIPT),$(call fencing_src,sql/$(EXTENSION)--*.sql))
+# An absolute name: a copy in the source directory (an earlier build there)
+# is never taken for it through VPATH.
+DATA_built = $(CURDIR)/$(EXTENSION_SCRIPT)
 # README.md is installed as <docdir>/extension/fencing.md (a name of our own
 # in the shared documentation directory; install-fencing-docs below).
 
-# pg_regress: every sql/*.sql except the install script, in name order.
-REGRESS      = $(patsubst sql/%.sql,%,$(filter-out sql/fencing--%,$(call fencing_src,sql/*.sql)))
+# pg_regress: every sql/*.sql except the extension scripts and their source,
+# in name order.
+REGRESS      = $(patsubst sql/%.sql,%,$(filter-out sql/$(EXTENSION)--% sql/$(EXTENSION).sql,$(call fencing_src,sql/*.sql)))
 # Each test creates the extension itself (00_smoke creates and drops it).
 REGRESS_OPTS = --inputdir=$(srcdir)
 ISOLATION      = $(patsubst tests/isolation/specs/%.spec,%,$(call fencing_src,tests/isolation/specs/*.spec))
@@ -78,6 +89,11 @@ all:
 	@echo "pg_config / PGXS not found: install postgresql-server-dev-15 (make test and make demo do it for you)" >&2
 	@exit 1
 endif
+
+# The install script of the current version: a copy of its source.
+$(CURDIR)/$(EXTENSION_SCRIPT): sql/$(EXTENSION).sql
+	@mkdir -p '$(@D)'
+	cp $< '$@'
 
 # A build in a directory of its own makes the object directories there
 # first (as directories they would be found through VPATH in the source tree,

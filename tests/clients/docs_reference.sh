@@ -30,7 +30,7 @@ if [ -r "$errcodes" ]; then
     grep -q "\`$code\`" "$ref" || { echo "FAILED - SQLSTATE $code ($macro) is not in the error table"; fail=1; }
   done
 fi
-for code in $(grep -ohE "ERRCODE = '[0-9A-Z]{5}'" "$root"/sql/fencing--*.sql | sed -E "s/.*'([0-9A-Z]{5})'/\1/" | sort -u); do
+for code in $(grep -ohE "ERRCODE = '[0-9A-Z]{5}'" "$root"/sql/fencing.sql "$root"/sql/fencing--*.sql | sed -E "s/.*'([0-9A-Z]{5})'/\1/" | sort -u); do
   grep -q "\`$code\`" "$ref" || { echo "FAILED - SQLSTATE $code (an install or update script) is not in the error table"; fail=1; }
 done
 # Relative links.

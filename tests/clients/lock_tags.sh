@@ -30,7 +30,7 @@ copy() {
   rm -f "$d"/src/*/*.o "$d"/src/*/*.bc
   rm -rf "$d"/src/*/.deps
   cp "$root/Makefile" "$root/fencing.control" "$root/README.md" "$d/"
-  cp "$root"/sql/fencing--*.sql "$d/sql/"
+  cp "$root"/sql/fencing.sql "$root"/sql/fencing--*.sql "$d/sql/"
   cp "$root"/docs/*.md "$d/docs/"
   cp "$root/tests/scripts/check_lock_tags.sh" "$d/tests/scripts/"
   echo "$d"

@@ -181,6 +181,7 @@ if [ -n "${FENCING_BENCH_BASE:-}" ]; then
     rm fencing.control
     # Copies (the build's own checks read the originals).
     for f in sql/fencing--*.sql; do cp "$f" "sql/fencing_base--${f#sql/fencing--}"; done
+    [ ! -f sql/fencing.sql ] || cp sql/fencing.sql sql/fencing_base.sql
   )
   make -C "$base_src" -s PG_CONFIG="$PGBIN/pg_config" >/dev/null
   make -C "$base_src" -s install PG_CONFIG="$PGBIN/pg_config" >/dev/null

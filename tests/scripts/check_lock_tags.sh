@@ -7,7 +7,8 @@
 #   inline constexpr uint16 kResourceTagKind = 0x7E01;
 #
 # SQL cannot include that header, so every place an extension script
-# (sql/fencing--*.sql: the install script and the update scripts) writes such
+# (sql/fencing.sql, the source of the install script, and
+# sql/fencing--*.sql, the released scripts) writes such
 # a number names the constant right after it, in a comment:
 #
 #   WHERE l.locktype = 'advisory' AND l.objsubid = 32257 /* kResourceTagKind */
@@ -44,8 +45,8 @@ defs="$(awk '
   }' "$header")"
 [ -n "$defs" ] || { echo "check_lock_tags: no k...TagKind constants found in $header" >&2; exit 1; }
 
-scripts="$(ls "$root"/sql/fencing--*.sql 2>/dev/null || true)"
-[ -n "$scripts" ] || { echo "check_lock_tags: no sql/fencing--*.sql in $root" >&2; exit 1; }
+scripts="$(ls "$root"/sql/fencing.sql "$root"/sql/fencing--*.sql 2>/dev/null || true)"
+[ -n "$scripts" ] || { echo "check_lock_tags: no sql/fencing.sql or sql/fencing--*.sql in $root" >&2; exit 1; }
 
 # shellcheck disable=SC2086
 printf '%s\n' "$defs" | awk -v root="$root/" '
@@ -53,7 +54,7 @@ printf '%s\n' "$defs" | awk -v root="$root/" '
   FNR == 1 {
     file = FILENAME
     if (index(file, root) == 1) file = substr(file, length(root) + 1)
-    script = (file ~ /^sql\/fencing--/)
+    script = (file ~ /^sql\/fencing(--.*)?\.sql$/)
   }
   {
     line = $0
@@ -86,11 +87,11 @@ printf '%s\n' "$defs" | awk -v root="$root/" '
     }
   }
   END {
-    if (!named) { print "sql/fencing--*.sql name no lock-tag constant (/* kResourceTagKind */ in the fencing.locks view)"; bad = 1 }
+    if (!named) { print "sql/fencing.sql and sql/fencing--*.sql name no lock-tag constant (/* kResourceTagKind */ in the fencing.locks view)"; bad = 1 }
     exit bad
   }
 ' - $scripts \
-  $(ls "$root"/README.md "$root"/docs/*.md "$root"/sql/*.sql "$root"/expected/*.out 2>/dev/null | grep -v '/sql/fencing--') \
+  $(ls "$root"/README.md "$root"/docs/*.md "$root"/sql/*.sql "$root"/expected/*.out 2>/dev/null | grep -v -e '/sql/fencing--' -e '/sql/fencing\.sql$') \
   $(find "$root/tests" -type f \( -name '*.sql' -o -name '*.spec' -o -name '*.out' -o -name '*.pl' -o -name '*.pm' -o -name '*.sh' \) \
       -not -name check_lock_tags.sh -not -path '*/node_modules/*' -not -path '*/results/*' -not -path '*/output_iso/*' -not -path '*/tmp_check/*' 2>/dev/null) ||
   { echo "check_lock_tags: the lock-tag numbers disagree with src/pg/lock_tags.hpp (see above)" >&2; exit 1; }

@@ -12,9 +12,12 @@
 #                           "dist/make_dist" passes or fails
 #   suite_dist              the archive's name and META.json (PGXN
 #                           meta-spec 1.0.0, the control file's version);
-#                           `pgxn install` of the zip into a private copy of
-#                           PostgreSQL, then CREATE EXTENSION on a throwaway
-#                           cluster of that copy
+#                           the archive holds sql/fencing.sql, not the
+#                           install script built from it; `pgxn install` of
+#                           the zip into a private copy of PostgreSQL (its
+#                           install script is the archive's sql/fencing.sql),
+#                           then CREATE EXTENSION on a throwaway cluster of
+#                           that copy
 #   suite_package           the archive unpacked is a clean checkout:
 #                           dpkg-buildpackage -b there builds
 #                           postgresql-<major>-fencing, whose files (exactly
@@ -147,9 +150,13 @@ for ext, p in (m.get("provides") or {}).items():
         errors.append(f"META.json provides.{ext}.docfile {p['docfile']!r} is not in the archive")
 if "fencing" not in (m.get("provides") or {}):
     errors.append("META.json provides no extension fencing")
-for f in ("Makefile", "fencing.control", "debian/control.in", "debian/pgversions"):
+for f in ("Makefile", "fencing.control", "debian/control.in", "debian/pgversions", "sql/fencing.sql"):
     if prefix + f not in names:
         errors.append(f"the archive lacks {f}")
+# The install script of the version is made by the build from sql/fencing.sql:
+# the archive holds the source, as a checkout does, not a copy that could differ.
+if prefix + f"sql/fencing--{control_v}.sql" in names:
+    errors.append(f"the archive holds sql/fencing--{control_v}.sql, which the build makes from sql/fencing.sql")
 if m.get("release_status", "stable") not in ("stable", "testing", "unstable"):
     errors.append(f"META.json release_status {m.get('release_status')!r} is not stable, testing or unstable")
 if errors:
@@ -175,6 +182,13 @@ PY
     record FAIL dist "pgxn_install (see $dir/pgxn_install.txt)"
     tail -n 40 "$dir/pgxn_install.txt" | sed 's/^/    /'
     return 0
+  fi
+  # The install script of the version, made from the archive's sql/fencing.sql.
+  if unzip -p "$zip" "$(basename "$zip" .zip)/sql/fencing.sql" |
+      cmp -s - "$("$bin/pg_config" --sharedir)/extension/fencing--$version.sql"; then
+    record PASS dist install_script
+  else
+    record FAIL dist "install_script (fencing--$version.sql installed by pgxn is not the archive's sql/fencing.sql)"
   fi
   port="$(packaging_cluster "$dir/cluster" "$bin")" || { record FAIL dist "create_extension (the cluster did not start)"; return 0; }
   v="$("$bin/psql" -XAtq -v ON_ERROR_STOP=1 -h "$dir/cluster" -p "$port" -U postgres -d postgres \
@@ -235,7 +249,11 @@ suite_package() {
   {
     echo "usr/lib/postgresql/$major/lib/fencing.so"
     echo "usr/share/postgresql/$major/extension/fencing.control"
-    for f in "$src"/sql/fencing--*.sql; do echo "usr/share/postgresql/$major/extension/$(basename "$f")"; done
+    # the released scripts, and the install script the build makes from
+    # sql/fencing.sql (the archive holds its source only)
+    for f in "$src"/sql/fencing--*.sql "fencing--$version.sql"; do
+      echo "usr/share/postgresql/$major/extension/$(basename "$f")"
+    done
     echo "usr/share/doc/postgresql-doc-$major/extension/fencing.md.gz"
   } | LC_ALL=C sort > "$dir/expected_files.txt"
   (cd "$dir/root" && find . -type f | sed 's#^\./##' | grep -v "^usr/share/doc/$pkg/" | LC_ALL=C sort) > "$dir/files.txt"
@@ -258,7 +276,7 @@ suite_package() {
   # installcheck of the unpacked source, out of tree (as pg_buildext runs it).
   mkdir -p "$dir/check"
   while IFS= read -r f; do
-    case "$(basename "$f")" in fencing--*) continue ;; esac
+    case "$(basename "$f")" in fencing--* | fencing.sql) continue ;; esac
     tests+=("$(basename "$f" .sql)")
   done < <(existing "$src/sql/*.sql")
   while IFS= read -r f; do tests+=("$(basename "$f" .spec)"); done < <(existing "$src/tests/isolation/specs/*.spec")
@@ -295,7 +313,7 @@ suite_install_doc() { :; }
 # was built) and "pgNN/package/contents" (its module, control file and
 # every script, the module built for that major).
 packaging_majors() {
-  local dir="$1" zip src m bin majors="" deb ok syms
+  local dir="$1" zip src m bin majors="" deb ok syms version
   shift
   zip="$(ls "$work"/packaging/fencing-*.zip 2>/dev/null | head -n 1)"
   [ -n "$zip" ] || { echo "FAIL package/majors (no release archive)" >> "$results"; return 0; }
@@ -308,6 +326,7 @@ packaging_majors() {
   mkdir -p "$dir/build" "$dir/ns"
   (cd "$dir/build" && unzip -q "$zip")
   src="$(ls -d "$dir"/build/fencing-*)"
+  version="$(sed -n "s/^default_version *= *'\(.*\)'.*/\1/p" "$src/fencing.control")"
   cat > "$dir/ns.sh" <<'NS'
 set -eu
 dir="$1" src="$2" cache="$3"
@@ -341,7 +360,7 @@ NS
     dpkg-deb -x "$deb" "$dir/root$m"
     ok=1
     for f in "usr/lib/postgresql/$m/lib/fencing.so" "usr/share/postgresql/$m/extension/fencing.control" \
-             $(cd "$src/sql" && ls fencing--*.sql | sed "s#^#usr/share/postgresql/$m/extension/#"); do
+             $({ cd "$src/sql" && ls fencing--*.sql; echo "fencing--$version.sql"; } | sed "s#^#usr/share/postgresql/$m/extension/#"); do
       [ -f "$dir/root$m/$f" ] || { ok=0; echo "  pg$m: $f is missing" >&2; }
     done
     syms="$(nm -D "$dir/root$m/usr/lib/postgresql/$m/lib/fencing.so" 2>/dev/null || true)"

@@ -9,7 +9,8 @@
 # "PASS <suite>/<name>" or "FAIL <suite>/<name>". Suites, in order:
 #
 #   unit       tests/unit/unit_tests (GoogleTest), one result per test case
-#   regress    pg_regress over sql/*.sql (not sql/fencing--*.sql), name order;
+#   regress    pg_regress over sql/*.sql (not the extension scripts
+#              sql/fencing--*.sql nor their source sql/fencing.sql), name order;
 #              each test creates (and drops) the extension itself
 #   isolation  pg_isolation_regress over tests/isolation/specs/*.spec
 #   pgtap      pg_prove over tests/pgtap/*.sql in a fresh database that
@@ -293,7 +294,7 @@ run_pg_regress() {
 suite_regress() {
   local tests=() f
   while IFS= read -r f; do
-    case "$(basename "$f")" in fencing--*) continue ;; esac
+    case "$(basename "$f")" in fencing--* | fencing.sql) continue ;; esac
     tests+=("$(basename "$f" .sql)")
   done < <(existing 'sql/*.sql')
   [ ${#tests[@]} -gt 0 ] || return 0

@@ -31,13 +31,18 @@ sub bg_safe
 # What an installation of the extension consists of, one entry per object:
 # every member of the extension (pg_describe_object) with its definition, its
 # owner, its privileges and initial privileges (pg_init_privs, what pg_dump
-# compares against) and its comment; for tables their columns in order,
-# constraints, indexes, triggers and options; for views their query; for
-# sequences their parameters (not their value); for the domain its base
-# type, default and constraints. Plus the extension's own row (version,
-# schema, configuration tables) and the list of everything in the schema
-# fencing with whether it is a member. OIDs never appear, so two databases
-# (or clusters) compare.
+# compares against) and its comment; for functions their whole definition
+# (pg_get_functiondef: arguments and defaults, result, language and symbol or
+# body, volatility, strictness, security, parallel safety, cost and rows,
+# SET options); for tables their columns in order (and their comments),
+# constraints, indexes, triggers (definition with arguments, enabled state)
+# with their comments, and options; for views their query; for sequences
+# their parameters (not their value); for the domain its base type, default
+# and constraints; for event triggers their event, tags, function and enabled
+# state. Plus the extension's own row (version, schema, configuration tables
+# and their conditions) and the list of everything in the schema fencing
+# with whether it is a member. OIDs never appear, so two databases (or
+# clusters) compare.
 my $catalog_sql = <<'SQL';
 WITH ext AS (
   SELECT e.oid, e.extversion, e.extrelocatable, e.extnamespace, e.extowner, e.extconfig, e.extcondition
@@ -70,11 +75,22 @@ detail AS (
                     FROM pg_catalog.pg_attribute a
                     LEFT JOIN pg_catalog.pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
                    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
-                 (SELECT pg_catalog.string_agg('constraint ' || co.conname || ' ' || pg_catalog.pg_get_constraintdef(co.oid), E'\n' ORDER BY co.conname)
+                 (SELECT pg_catalog.string_agg(pg_catalog.format('comment on column %s %s', a.attname, de.description), E'\n' ORDER BY a.attnum)
+                    FROM pg_catalog.pg_attribute a
+                    JOIN pg_catalog.pg_description de ON de.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                                                     AND de.objoid = a.attrelid AND de.objsubid = a.attnum
+                   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+                 (SELECT pg_catalog.string_agg('constraint ' || co.conname || ' ' || pg_catalog.pg_get_constraintdef(co.oid)
+                                               || coalesce(' comment ' || pg_catalog.obj_description(co.oid, 'pg_constraint'), ''),
+                                               E'\n' ORDER BY co.conname)
                     FROM pg_catalog.pg_constraint co WHERE co.conrelid = c.oid),
-                 (SELECT pg_catalog.string_agg('index ' || pg_catalog.pg_get_indexdef(i.indexrelid), E'\n' ORDER BY 1)
+                 (SELECT pg_catalog.string_agg('index ' || pg_catalog.pg_get_indexdef(i.indexrelid)
+                                               || coalesce(' comment ' || pg_catalog.obj_description(i.indexrelid, 'pg_class'), ''),
+                                               E'\n' ORDER BY 1)
                     FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid),
-                 (SELECT pg_catalog.string_agg('trigger ' || pg_catalog.pg_get_triggerdef(t.oid) || ' enabled ' || t.tgenabled::text, E'\n' ORDER BY t.tgname)
+                 (SELECT pg_catalog.string_agg('trigger ' || pg_catalog.pg_get_triggerdef(t.oid) || ' enabled ' || t.tgenabled::text
+                                               || coalesce(' comment ' || pg_catalog.obj_description(t.oid, 'pg_trigger'), ''),
+                                               E'\n' ORDER BY t.tgname)
                     FROM pg_catalog.pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal),
                  (SELECT pg_catalog.string_agg('policy ' || po.polname, E'\n' ORDER BY po.polname)
                     FROM pg_catalog.pg_policy po WHERE po.polrelid = c.oid),
@@ -94,6 +110,11 @@ detail AS (
                  (SELECT pg_catalog.string_agg('constraint ' || co.conname || ' ' || pg_catalog.pg_get_constraintdef(co.oid), E'\n' ORDER BY co.conname)
                     FROM pg_catalog.pg_constraint co WHERE co.contypid = t.oid))
           FROM pg_catalog.pg_type t WHERE t.oid = m.objid)
+      WHEN 'pg_catalog.pg_event_trigger'::pg_catalog.regclass THEN (
+        SELECT pg_catalog.format('event %s tags %s function %s enabled %s owner %s',
+                      et.evtevent, coalesce(et.evttags::text, 'all'), et.evtfoid::pg_catalog.regprocedure,
+                      et.evtenabled, et.evtowner::pg_catalog.regrole)
+          FROM pg_catalog.pg_event_trigger et WHERE et.oid = m.objid)
       WHEN 'pg_catalog.pg_namespace'::pg_catalog.regclass THEN (
         SELECT pg_catalog.format('owner %s acl %s', n.nspowner::pg_catalog.regrole, coalesce(n.nspacl::text, 'default'))
           FROM pg_catalog.pg_namespace n WHERE n.oid = m.objid)

@@ -18,7 +18,9 @@
 # session holding two locks (one with a lease). Then the current build is
 # installed under the running server, as a package upgrade does, and:
 #   1. the new build is what new sessions load, the holding session keeps the
-#      old one; the current package installs every sql/fencing--*.sql;
+#      old one; the current package installs every released script
+#      (sql/fencing--*.sql) and the install script of the current version
+#      (fencing--<version>.sql, the build's copy of sql/fencing.sql);
 #   2. before the update, the new module with the database not yet updated
 #      works or refuses clearly (an error naming ALTER EXTENSION fencing
 #      UPDATE): locks conflict across the two modules, tokens continue,
@@ -32,13 +34,19 @@
 #      still judged (23T01, skip, fresh tokens accepted), also by the
 #      session that loaded the old module; the fence state and the
 #      protection settings are as before;
-#   5. the extension's catalog after the update equals a fresh install of
-#      the current version (every member's definition, owner, privileges,
-#      initial privileges, comment; tables' columns, constraints, indexes,
-#      triggers; views' queries; the schema's contents);
-#   6. control: the comparison finds each of six deliberate changes of a
+#   5. the extension's catalog after the update equals a direct install of
+#      the current version: CREATE EXTENSION fencing running
+#      fencing--<version>.sql alone (every other script set aside, so that
+#      no update path can stand in for it). Compared: every member's
+#      definition, owner, privileges, initial privileges, comment;
+#      functions' arguments, volatility, security, SET options; tables'
+#      columns, constraints, indexes, triggers (arguments, enabled state);
+#      views' queries; sequences; event triggers; the extension's
+#      configuration tables; the schema's contents (FencingUpgrade::catalog);
+#   6. control: the comparison finds each of eight deliberate changes of a
 #      fresh install (a privilege, a function attribute, a column's storage,
-#      a comment, a foreign object in the schema, a member dropped).
+#      a comment, a foreign object in the schema, a member dropped, a
+#      trigger's enabled state, an event trigger's enabled state).
 use strict;
 use warnings;
 
@@ -72,8 +80,15 @@ note "updating from $from (commit $from_commit) to $to";
 # ---- the packages ----------------------------------------------------------------
 is(control_version("$cur_pkg/extension/fencing.control"), $to, "the current package installs version $to");
 is(control_version("$from_pkg/extension/fencing.control"), $from, "the earlier package installs version $from");
-is_deeply([ package_scripts($cur_pkg) ], [ sort map { basename($_) } glob("$root/sql/fencing--*.sql") ],
-	'the current package installs every sql/fencing--*.sql of the tree');
+# The released scripts of the tree, and the install script of the current
+# version, which the build makes from sql/fencing.sql (a copy in the tree,
+# from a build there, is no released script).
+my $install_script = "fencing--$to.sql";
+is_deeply([ package_scripts($cur_pkg) ],
+	[ sort((grep { $_ ne $install_script } map { basename($_) } glob("$root/sql/fencing--*.sql")), $install_script) ],
+	"the current package installs every released script of the tree and $install_script");
+is(slurp_file("$cur_pkg/extension/$install_script"), slurp_file("$root/sql/fencing.sql"),
+	"the current package's $install_script is sql/fencing.sql");
 
 # ---- the earlier release, with live state ---------------------------------------------
 install_package($from_pkg, $inst);
@@ -250,13 +265,22 @@ cmp_ok($after, '>', $t_held, 'held:1: the next token is above the one held acros
 cmp_ok($after, '>', $top, 'held:1: the next token is above every earlier token');
 $holder->quit;
 
-# ---- 5. the catalog equals a fresh install -----------------------------------------------
+# ---- 5. the catalog equals a direct install -----------------------------------------------
+# CREATE EXTENSION fencing with fencing--$to.sql the only script there: the
+# direct install, never a chain of the released scripts.
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
-$node->safe_psql('fresh', 'CREATE EXTENSION fencing');
+my ($extdir) = map { "$_/extension" } `"$inst/bin/pg_config" --sharedir` =~ /(\S+)/;
+my @aside = grep { basename($_) ne $install_script } glob("$extdir/fencing--*.sql");
+cmp_ok(scalar(@aside), '>=', 1, 'the released scripts are installed beside ' . $install_script);
+rename($_, "$_.aside") or die "cannot set $_ aside: $!" for @aside;
+my ($fstate, $fout, $ferr) = psql_sqlstate($node, 'fresh', 'CREATE EXTENSION fencing');
+rename("$_.aside", $_) or die "cannot restore $_: $!" for @aside;
+ok($fstate eq '' && $ferr !~ /ERROR/, "CREATE EXTENSION fencing from $install_script alone") or diag($ferr);
 my $updated = catalog($node, 'app');
 my $installed = catalog($node, 'fresh');
-my @diff = catalog_differences($updated, $installed, "updated from $from", 'fresh install');
-ok(!@diff, "the catalog after the update from $from equals a fresh install of $to") or diag(join("\n", @diff));
+my @diff = catalog_differences($updated, $installed, "updated from $from", "direct install of $to");
+ok(!@diff, "the catalog after the update from $from equals a direct install of $to ($install_script)")
+  or diag(join("\n", @diff));
 cmp_ok(scalar(keys %$installed), '>=', 20, 'the catalog comparison sees the extension\'s objects');
 
 # ---- 6. control: the comparison finds deliberate changes -----------------------------------
@@ -269,6 +293,8 @@ ALTER TABLE fencing.fence_state ALTER COLUMN resource SET STORAGE EXTENDED;
 COMMENT ON FUNCTION fencing.release(text) IS 'changed';
 CREATE FUNCTION fencing.foreign_object() RETURNS int LANGUAGE sql AS 'SELECT 1';
 ALTER EXTENSION fencing DROP FUNCTION fencing.renew(text);
+ALTER TABLE fencing.key_secret ENABLE TRIGGER key_secret_local;
+ALTER EVENT TRIGGER fencing_sql_drop DISABLE;
 });
 my @found = catalog_differences(catalog($node, 'altered'), $installed, 'altered', 'fresh install');
 my $found = join("\n", @found);
@@ -278,7 +304,9 @@ for my $change (
 	[ 'a column\'s storage', qr/^table fencing\.fence_state: differs.*\n.*column resource/m ],
 	[ 'a comment', qr/^function fencing\.release\(text\): differs/m ],
 	[ 'a foreign object in the schema', qr/function fencing\.foreign_object\(\) \(not a member\)/ ],
-	[ 'a member dropped', qr/^function fencing\.renew\(text\): only in fresh install/m ])
+	[ 'a member dropped', qr/^function fencing\.renew\(text\): only in fresh install/m ],
+	[ 'a trigger\'s enabled state', qr/^table fencing\.key_secret: differs.*\n(?:.*\n)*.*trigger CREATE TRIGGER key_secret_local .* enabled O/m ],
+	[ 'an event trigger\'s enabled state', qr/^event trigger fencing_sql_drop: differs.*\n(?:.*\n)*.*enabled D/m ])
 {
 	like($found, $change->[1], "control: the comparison finds $change->[0]");
 }

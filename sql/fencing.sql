@@ -1,0 +1,980 @@
+-- fencing: fencing tokens as a property of the database. The install script
+-- of the current version, complete: the Makefile builds
+-- fencing--<version>.sql from this file, and CREATE EXTENSION fencing runs
+-- that alone. A database of an earlier release reaches the same objects
+-- through the update scripts (sql/fencing--<from>--<to>.sql, ALTER EXTENSION
+-- fencing UPDATE); every change of an SQL object goes into this file and into
+-- the current update script, and the upgrade suite (tests/upgrade/update.pl)
+-- requires an updated database's catalog to equal a fresh install's.
+\echo Use "CREATE EXTENSION fencing" to load this file. \quit
+
+-------------------------------------------------------------------------------
+-- The token type: a domain over bigint, so that every driver reads and writes
+-- it as its native 64-bit integer (a domain's values travel with bigint's type
+-- OID and wire format) and every bigint operator, cast, index and aggregate
+-- applies. Bad values: not a number 22P02, outside bigint 22003, zero or
+-- negative 23514 (constraint token_positive).
+-------------------------------------------------------------------------------
+-- PUBLIC gets no USAGE on schema fencing: GRANT USAGE ON SCHEMA fencing TO
+-- app_role is what lets a role acquire tokens and call the functions. Writes
+-- to protected tables need nothing of fencing: the trigger is resolved by OID
+-- and looks up the token type without a schema privilege check. The state
+-- tables stay private whatever is granted (see the REVOKEs below).
+
+CREATE DOMAIN fencing.token AS bigint CONSTRAINT token_positive CHECK (VALUE > 0);
+COMMENT ON DOMAIN fencing.token IS 'fencing token: a strictly increasing 64-bit lock-grant number (1 .. 9223372036854775807)';
+
+-------------------------------------------------------------------------------
+-- Fence state. Tokens come from one database-wide counter (so every resource's
+-- tokens are strictly increasing, and one log-ahead WAL record serves many
+-- acquisitions); the per-resource row remembers the latest token and the
+-- holder's grant time and lease. Rows are written by the module only: token,
+-- granted_at and lease_ms in place with WAL-logged page updates, the row
+-- itself once per resource. Both are part of pg_dump's output.
+-------------------------------------------------------------------------------
+CREATE SEQUENCE fencing.token_seq AS bigint MINVALUE 1 NO MAXVALUE START 1 CACHE 1 NO CYCLE;
+
+-- The counter starts at the current time in microseconds since 1970, not at 1,
+-- and the module moves it to the clock + 2 s at its first token: a counter
+-- page the module has not stamped itself (new, copied, restored, replayed, or
+-- from before a restart) starts there. No WAL record of the counter ever
+-- covers more than 2 s past the clock, so no token exceeds the clock at its
+-- issue by more than 2 s. A counter created later (CREATE EXTENSION after DROP
+-- EXTENSION, or into the database a dump is restored into) thus starts above
+-- every token an earlier one issued, however often that one crashed, while
+-- the clock does not go back (src/core/counter.hpp). For the same reason the
+-- counter's value is not part of pg_dump's output: the fresh counter of the
+-- restored database is already past it, a dumped value would only move it
+-- back.
+SELECT pg_catalog.setval('fencing.token_seq',
+    GREATEST(1, (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000000)::bigint), false);
+
+-- One row per resource, found by its lock key and its name: two names with
+-- the same key (a collision, which nobody can bring about without the secret
+-- below) share the lock but never a row.
+CREATE TABLE fencing.fence_state (
+    key        bigint  NOT NULL,   -- 64-bit lock key of resource (fencing.resource_key)
+    token      bigint  NOT NULL,   -- latest token issued for resource
+    granted_at integer NOT NULL,   -- seconds since 2000-01-01 UTC of the latest grant
+    lease_ms   integer NOT NULL,   -- lease of the latest grant in milliseconds, 0 for none
+    resource   text    NOT NULL COLLATE "C",
+    CONSTRAINT fence_state_pkey PRIMARY KEY (key, resource),
+    -- What a restore or a hand may load: tokens are positive, as
+    -- fencing.token says, and so is a lease (0: none).
+    CONSTRAINT fence_state_token_positive CHECK (token > 0),
+    CONSTRAINT fence_state_lease_valid CHECK (lease_ms >= 0)
+) WITH (fillfactor = 100);
+ALTER TABLE fencing.fence_state ALTER COLUMN resource SET STORAGE PLAIN;
+
+SELECT pg_catalog.pg_extension_config_dump('fencing.fence_state', '');
+COMMENT ON SEQUENCE fencing.token_seq IS 'The database''s token counter (its page is stamped and WAL-logged ahead)';
+COMMENT ON TABLE fencing.fence_state IS 'Per resource: the latest token, when it was granted, and its lease';
+
+-- Rows that arrive by SQL (pg_restore's COPY of the dumped fence state; the
+-- module itself writes without SQL) move the counter past their tokens, so a
+-- restored database continues above every old token even when its clock is
+-- behind the old one's counter.
+CREATE FUNCTION fencing.fence_state_loaded() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    top bigint;
+BEGIN
+    SELECT max(l.token) INTO top FROM loaded_rows l;
+    IF top IS NOT NULL THEN
+        PERFORM fencing.advance_past('fencing.fence_state'::regclass, top);
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+REVOKE ALL ON FUNCTION fencing.fence_state_loaded() FROM PUBLIC;
+COMMENT ON FUNCTION fencing.fence_state_loaded() IS 'Keeps the token counter past rows loaded into fencing.fence_state';
+REVOKE ALL ON fencing.fence_state FROM PUBLIC;
+REVOKE ALL ON SEQUENCE fencing.token_seq FROM PUBLIC;
+-- The database's owner (not a superuser) can dump and restore the database:
+-- pg_dump reads the fence state (and locks it, which needs USAGE on the
+-- schema); a restore loads it back with COPY, whose rows move the counter
+-- past their tokens (fence_state_loaded, through advance_past, which allows
+-- that to a role that may insert into fencing.fence_state, within the clock
+-- bound: rows past it are refused for any role but a superuser). The
+-- owner thus uses fencing in its database without a further grant.
+GRANT USAGE ON SCHEMA fencing TO pg_database_owner;
+GRANT SELECT, INSERT ON fencing.fence_state TO pg_database_owner;
+GRANT SELECT ON SEQUENCE fencing.token_seq TO pg_database_owner;
+
+-------------------------------------------------------------------------------
+-- Logical replication does not write fencing's own tables (src/pg/replication.cpp).
+-- A publication FOR ALL TABLES carries them (PostgreSQL publishes every
+-- permanent table, an extension's too); a subscriber's replication workers
+-- would load the publisher's fence state, secret, tombstones and settings
+-- beside its own (the secret's copy fails on every retry: one row only).
+-- A BEFORE ROW trigger on each of them (*_local), enabled ALWAYS, drops
+-- every row change a logical replication worker makes to it; every other
+-- writer passes. Their names sort before the tables' other BEFORE ROW
+-- triggers.
+--
+-- fencing's own checks of rows written by SQL (fence_state_merge,
+-- fence_state_loaded, key_secret_replace, key_secret_kept,
+-- notify_settings_changed) are enabled ALWAYS as well, so that they fire in
+-- replica mode too: a role allowed to set session_replication_role
+-- (PostgreSQL 15 lets a superuser GRANT SET on it) would otherwise write
+-- fence state beyond the clock bound, and any number of notification
+-- settings, past them. Logical replication's workers meet the *_local
+-- triggers first, which drop their changes.
+-------------------------------------------------------------------------------
+CREATE FUNCTION fencing.local_state() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'fencing_local_state' LANGUAGE C;
+REVOKE ALL ON FUNCTION fencing.local_state() FROM PUBLIC;
+COMMENT ON FUNCTION fencing.local_state() IS 'Drops the row changes logical replication workers make to fencing''s own tables';
+CREATE TRIGGER fence_state_local BEFORE INSERT OR UPDATE OR DELETE ON fencing.fence_state
+    FOR EACH ROW EXECUTE FUNCTION fencing.local_state();
+ALTER TABLE fencing.fence_state ENABLE ALWAYS TRIGGER fence_state_local;
+
+-------------------------------------------------------------------------------
+-- The resource key secret. A resource's lock key (fence_state.key, the lock
+-- tag) is SipHash-2-4 of its name under this secret: 16 bytes from the
+-- server's strong random source, made for this database at CREATE EXTENSION.
+-- Whoever cannot read it cannot compute keys outside the database, nor build
+-- two names with the same key. Only the extension's owner and the database's
+-- owner may read it (a dump needs it); the module reads it on every caller's
+-- behalf. It is part of pg_dump's output, and CREATE DATABASE copies it.
+--
+-- One row. A row inserted (a restore's COPY; INSERT ... DEFAULT VALUES makes
+-- a new random one) or updated replaces the secret: the trigger removes the
+-- other row and gives every fence state row its key under the new secret, in
+-- that transaction; each backend drops its copy when the transaction commits.
+-- So the restored secret wins over the one the restore's CREATE EXTENSION
+-- made, whether the fence state is loaded before or after it. Refused while
+-- any fencing lock of the database is held or awaited (55006): those locks
+-- carry keys of the old secret. It is never removed (DELETE and TRUNCATE are
+-- refused, 55000).
+-------------------------------------------------------------------------------
+CREATE TABLE fencing.key_secret (
+    secret bytea NOT NULL CONSTRAINT key_secret_length CHECK (pg_catalog.octet_length(secret) = 16)
+);
+CREATE UNIQUE INDEX key_secret_one_row ON fencing.key_secret ((true));
+COMMENT ON TABLE fencing.key_secret IS 'The secret that makes resource keys unguessable';
+CREATE FUNCTION fencing.key_secret_replace() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'fencing_key_secret_replace' LANGUAGE C;
+REVOKE ALL ON FUNCTION fencing.key_secret_replace() FROM PUBLIC;
+COMMENT ON FUNCTION fencing.key_secret_replace() IS 'Guards the resource key secret against changes while locks are held';
+CREATE TRIGGER key_secret_replace BEFORE INSERT OR UPDATE OR DELETE ON fencing.key_secret
+    FOR EACH ROW EXECUTE FUNCTION fencing.key_secret_replace();
+CREATE TRIGGER key_secret_kept BEFORE TRUNCATE ON fencing.key_secret
+    FOR EACH STATEMENT EXECUTE FUNCTION fencing.key_secret_replace();
+ALTER TABLE fencing.key_secret ENABLE ALWAYS TRIGGER key_secret_replace;
+ALTER TABLE fencing.key_secret ENABLE ALWAYS TRIGGER key_secret_kept;
+CREATE TRIGGER key_secret_local BEFORE INSERT OR UPDATE OR DELETE ON fencing.key_secret
+    FOR EACH ROW EXECUTE FUNCTION fencing.local_state();
+ALTER TABLE fencing.key_secret ENABLE ALWAYS TRIGGER key_secret_local;
+SELECT pg_catalog.pg_extension_config_dump('fencing.key_secret', '');
+REVOKE ALL ON fencing.key_secret FROM PUBLIC;
+GRANT SELECT, INSERT ON fencing.key_secret TO pg_database_owner;
+INSERT INTO fencing.key_secret DEFAULT VALUES;
+
+-------------------------------------------------------------------------------
+-- Acquisition and release.
+-------------------------------------------------------------------------------
+-- A session that already holds the resource gets an error from a plain
+-- re-acquire (so that a pooled connection handed over with a lock still held
+-- never shares a token between two workers); reentrant => true nests the hold
+-- and returns the same token. The options, at the end, with defaults:
+--   lock_delay  after a grant that ends uncleanly (its session ended while
+--               holding it), nobody is granted the resource until this has
+--               passed (0 .. 1 minute; NULL or 0: none);
+--   permits     one of N permits of the resource, each its own fenced grant
+--               with its own tokens (1 .. 1000; NULL: a plain resource);
+--   shared      a shared hold: many sessions at once, none exclusive; returns
+--               the resource's latest token.
+-- Their C symbols are those of 1.1 (*_with_options): a backend that still
+-- runs the 1.0 module cannot find them and refuses the call (42883) instead
+-- of ignoring the options it does not know.
+CREATE FUNCTION fencing.acquire(resource text, wait interval DEFAULT NULL, lease interval DEFAULT NULL,
+                                reentrant boolean DEFAULT false, lock_delay interval DEFAULT NULL,
+                                permits integer DEFAULT NULL, shared boolean DEFAULT false)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_acquire_with_options' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION fencing.try_acquire(resource text, reentrant boolean DEFAULT false, lock_delay interval DEFAULT NULL,
+                                    permits integer DEFAULT NULL, shared boolean DEFAULT false)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_try_acquire_with_options' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION fencing.acquire_xact(resource text, wait interval DEFAULT NULL, lease interval DEFAULT NULL,
+                                     reentrant boolean DEFAULT false, lock_delay interval DEFAULT NULL,
+                                     permits integer DEFAULT NULL, shared boolean DEFAULT false)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_acquire_xact_with_options' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION fencing.try_acquire_xact(resource text, reentrant boolean DEFAULT false,
+                                         lock_delay interval DEFAULT NULL, permits integer DEFAULT NULL,
+                                         shared boolean DEFAULT false)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_try_acquire_xact_with_options' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION fencing.acquire(text, interval, interval, boolean, interval, integer, boolean) IS
+    'Takes the resource''s lock at session scope and returns a new fencing token; waits at most wait, ends the session after lease of client silence';
+COMMENT ON FUNCTION fencing.acquire_xact(text, interval, interval, boolean, interval, integer, boolean) IS
+    'As acquire, with the lock held until the end of the transaction';
+COMMENT ON FUNCTION fencing.try_acquire(text, boolean, interval, integer, boolean) IS
+    'As acquire without waiting: NULL when the resource is busy';
+COMMENT ON FUNCTION fencing.try_acquire_xact(text, boolean, interval, integer, boolean) IS
+    'As acquire_xact without waiting: NULL when the resource is busy';
+
+CREATE FUNCTION fencing.release(resource text)
+    RETURNS boolean AS 'MODULE_PATHNAME', 'fencing_release' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION fencing.release_all()
+    RETURNS integer AS 'MODULE_PATHNAME', 'fencing_release_all' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION fencing.current(resource text)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_current' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION fencing.validate(resource text, token bigint)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_validate' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION fencing.renew(resource text)
+    RETURNS interval AS 'MODULE_PATHNAME', 'fencing_renew' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION fencing.release(text) IS 'Releases one session hold of the resource; false when the session holds none';
+COMMENT ON FUNCTION fencing.release_all() IS 'Releases every fencing lock this session holds at session scope';
+COMMENT ON FUNCTION fencing.renew(text) IS 'Shows the server that the holder of the resource is alive (any statement does)';
+COMMENT ON FUNCTION fencing.validate(text, bigint) IS
+    'Checks that a grant with this token is still held, and guards the transaction''s writes until it ends (23T01 otherwise)';
+COMMENT ON FUNCTION fencing.current(text) IS 'The latest token issued for the resource, or NULL';
+
+-- Sets the current transaction's token for protected writes that carry none,
+-- exactly as SET LOCAL fencing.token does, but with a bind parameter.
+CREATE FUNCTION fencing.use(token bigint)
+    RETURNS fencing.token AS 'MODULE_PATHNAME', 'fencing_use' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION fencing.use(bigint) IS 'Sets fencing.token for the current transaction (SET LOCAL with a bind parameter)';
+
+-- Removes the fence state of resources nobody holds or awaits whose latest
+-- grant is at least `idle` old; returns how many. Their next tokens still come
+-- from the database-wide counter. Not for PUBLIC: the extension's owner
+-- grants EXECUTE to the role that runs retention.
+CREATE FUNCTION fencing.forget(idle interval)
+    RETURNS bigint AS 'MODULE_PATHNAME', 'fencing_forget' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION fencing.forget(interval) FROM PUBLIC;
+COMMENT ON FUNCTION fencing.forget(interval) IS 'Removes the fence state of resources idle for longer than the interval';
+
+CREATE FUNCTION fencing.version() RETURNS text
+    AS 'MODULE_PATHNAME', 'fencing_version' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION fencing.version() IS 'The version of the loaded fencing module';
+
+-- The 64-bit lock key of a resource name (the value in fence_state.key) under
+-- this database's secret: not IMMUTABLE, a new secret changes it.
+CREATE FUNCTION fencing.resource_key(resource text)
+    RETURNS bigint AS 'MODULE_PATHNAME', 'fencing_resource_key' LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+COMMENT ON FUNCTION fencing.resource_key(text) IS 'The 64-bit lock key of a resource name in this database';
+
+-------------------------------------------------------------------------------
+-- Lost grants in their lock-delay, kept by the supervisor in shared memory
+-- (src/pg/supervisor.cpp) after the ended backend has exited: the resource's
+-- key, the ended backend's pid, the end of the delay (seconds since
+-- 2000-01-01, rounded up) and the lost grant's lock mode. Empty without the
+-- preload. For fencing.locks, which every role may read (as pg_locks).
+-------------------------------------------------------------------------------
+CREATE FUNCTION fencing.lock_delays(OUT key bigint, OUT pid integer, OUT until_seconds bigint, OUT mode text)
+    RETURNS SETOF record AS 'MODULE_PATHNAME', 'fencing_lock_delays' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED ROWS 10;
+COMMENT ON FUNCTION fencing.lock_delays() IS 'The lost grants in their lock-delay, kept by the supervisor (behind fencing.locks)';
+
+-------------------------------------------------------------------------------
+-- fencing.locks: one row per held or awaited fencing lock, and per lost
+-- grant in its lock-delay (read from fencing.lock_delays(): its backend has
+-- exited); a lock the lock manager granted while such a delay keeps the
+-- resource shows as waiting. Session holds are ExclusiveLock, transaction
+-- holds ShareRowExclusiveLock, shared holds ShareLock.
+--
+-- The advisory lock tags of fencing (field 4, so that applications'
+-- pg_advisory_lock keys, field 4 1 and 2, never meet them). The numbers are
+-- defined in src/pg/lock_tags.hpp; the build checks that each number here
+-- names its constant there (tests/scripts/check_lock_tags.sh):
+--   32257 /* kResourceTagKind */: a resource, or a permit of one (permit p of
+--     resource R is the resource named R, U+001F, p: its key, its fence state
+--     row)
+--   32260 /* kDelayTagKind */: a lost grant in its lock-delay: (database, end
+--     of the delay in seconds since 2000, low half of the key)
+--   32263 /* kSharedXactTagKind */: marks a shared hold (or wait) as
+--     transaction-scoped: (database, key)
+--   32264 /* kPermitQueueTagKind */: the queue of a counted resource
+--     (database, its first permit's key): a waiter for a permit, in ExclusiveLock for a session
+--     hold, ShareRowExclusiveLock for a transaction hold; its head holds it
+--     while it waits for a permit
+-------------------------------------------------------------------------------
+DO $$
+BEGIN
+  EXECUTE format($v$
+    CREATE VIEW fencing.locks AS
+    WITH d AS MATERIALIZED (
+      SELECT x.key, x.pid, x.until_seconds, x.mode FROM fencing.lock_delays() x
+    ), m AS MATERIALIZED (
+      SELECT l.pid, l.mode, l.granted, l.classid::bigint AS hi, l.objid::bigint AS lo, l.objsubid::integer AS kind,
+             %s AS waitstart
+        FROM pg_catalog.pg_locks l
+       WHERE l.locktype = 'advisory'
+         AND l.objsubid IN (32257 /* kResourceTagKind */, 32263 /* kSharedXactTagKind */,
+                            32264 /* kPermitQueueTagKind */)
+         AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+    ), l AS (
+      -- A lock the lock manager granted while a lost grant's delay keeps the
+      -- resource waits for the delay: not granted yet.
+      SELECT m.pid, m.mode,
+             m.granted AND NOT (m.kind = 32257 /* kResourceTagKind */ AND EXISTS (
+               SELECT 1 FROM d WHERE d.key = ((m.hi << 32) | m.lo) AND NOT (d.mode = 'ShareLock' AND m.mode = 'ShareLock'))) AS granted,
+             m.hi, m.lo, m.kind, m.waitstart
+        FROM m
+      UNION ALL
+      -- The lost grant, kept for the ended backend until its delay is over,
+      -- and the mark that carries the end of the delay.
+      SELECT d.pid AS pid, d.mode AS mode, true AS granted, (d.key >> 32) & 4294967295 AS hi,
+             d.key & 4294967295 AS lo, 32257 /* kResourceTagKind */ AS kind, NULL::timestamptz AS waitstart
+        FROM d
+      UNION ALL
+      SELECT d.pid AS pid, 'AccessShareLock'::text AS mode, true AS granted, d.until_seconds AS hi,
+             d.key & 4294967295 AS lo, 32260 /* kDelayTagKind */ AS kind, NULL::timestamptz AS waitstart
+        FROM d
+    ), g AS (
+      SELECT l.*, (l.hi << 32) | l.lo AS key
+        FROM l WHERE l.kind IN (32257 /* kResourceTagKind */, 32264 /* kPermitQueueTagKind */)
+    ), r AS (
+      -- The row of the lock's key: with two names of one key (a collision)
+      -- the one with the latest grant holds it. A queue's key is its
+      -- resource's first permit's. A permit's name is its resource's name,
+      -- U+001F and its number.
+      SELECT g.*, s.token AS state_token, s.granted_at, s.lease_ms,
+             pg_catalog.substring(s.resource, E'\x1f([1-9][0-9]{0,3})$')::integer AS suffix,
+             pg_catalog.substring(s.resource, E'^(.+)\x1f[1-9][0-9]{0,3}$') AS base,
+             s.resource AS name,
+             (SELECT pg_catalog.to_timestamp(946684800 + pg_catalog.max(d.hi)) FROM l d
+               WHERE d.kind = 32260 /* kDelayTagKind */ AND d.pid = g.pid AND d.lo = g.lo
+                 AND g.kind = 32257 /* kResourceTagKind */ AND g.granted) AS delay_until,
+             g.kind = 32257 /* kResourceTagKind */ AND g.granted AND g.mode <> 'ShareLock' AS exclusive_grant
+        FROM g
+        LEFT JOIN LATERAL (SELECT x.resource, x.token, x.granted_at, x.lease_ms FROM fencing.fence_state x
+                            WHERE x.key = g.key ORDER BY x.token DESC LIMIT 1) s ON true
+    ), p AS (
+      SELECT r.*,
+             CASE WHEN r.base IS NOT NULL AND r.suffix <= 1000 THEN r.base ELSE r.name END AS resource,
+             CASE WHEN r.kind = 32257 /* kResourceTagKind */ AND r.base IS NOT NULL AND r.suffix <= 1000
+                  THEN r.suffix END AS permit
+        FROM r
+    )
+    SELECT r.resource,
+           -- Like pg_stat_activity: other roles' tokens only for pg_read_all_stats.
+           (CASE WHEN r.kind = 32257 /* kResourceTagKind */ AND r.granted
+                     AND (r.pid = pg_catalog.pg_backend_pid()
+                          OR (a.usesysid IS NOT NULL AND pg_catalog.pg_has_role(a.usesysid, 'MEMBER'))
+                          OR pg_catalog.pg_has_role('pg_read_all_stats', 'MEMBER'))
+                THEN r.state_token END)::fencing.token AS token,
+           r.pid,
+           CASE WHEN r.mode = 'ExclusiveLock' THEN 'session'
+                WHEN r.mode = 'ShareLock'
+                     AND NOT EXISTS (SELECT 1 FROM l m WHERE m.kind = 32263 /* kSharedXactTagKind */
+                                        AND m.pid = r.pid AND m.hi = r.hi AND m.lo = r.lo)
+                THEN 'session'
+                ELSE 'transaction' END AS scope,
+           r.kind = 32257 /* kResourceTagKind */ AND r.granted AS granted,
+           CASE WHEN r.exclusive_grant THEN pg_catalog.to_timestamp(946684800 + r.granted_at)
+                WHEN r.kind = 32257 /* kResourceTagKind */ AND r.granted THEN NULL
+                ELSE r.waitstart END AS since,
+           a.application_name,
+           CASE WHEN r.exclusive_grant AND r.lease_ms > 0 AND r.delay_until IS NULL
+                THEN pg_catalog.make_interval(secs => r.lease_ms / 1000.0) END AS lease,
+           CASE WHEN r.exclusive_grant AND r.lease_ms > 0 AND r.delay_until IS NULL THEN
+                (CASE WHEN a.state = 'active' THEN pg_catalog.now() ELSE a.state_change END)
+                + pg_catalog.make_interval(secs => r.lease_ms / 1000.0) END AS expires_at,
+           CASE WHEN r.mode = 'ShareLock' THEN 'shared' ELSE 'exclusive' END AS mode,
+           r.permit,
+           r.delay_until
+      FROM p r
+      LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = r.pid
+     -- The head of a permit queue also waits for one permit's lock: that wait
+     -- is shown as its queue row, not twice.
+     WHERE NOT (r.kind = 32257 /* kResourceTagKind */ AND NOT r.granted AND r.permit IS NOT NULL)
+  $v$, CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 140000 THEN 'l.waitstart' ELSE 'NULL::timestamptz' END);
+END
+$$;
+GRANT SELECT ON fencing.locks TO PUBLIC;
+COMMENT ON VIEW fencing.locks IS 'One row per held or awaited fencing lock, and per lost grant in its lock-delay';
+
+-------------------------------------------------------------------------------
+-- Enforcement: the trigger function and protect/unprotect.
+-------------------------------------------------------------------------------
+CREATE FUNCTION fencing.enforce() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'fencing_enforce' LANGUAGE C;
+COMMENT ON FUNCTION fencing.enforce() IS 'The trigger of protected tables: rejects stale row writes';
+
+-- Decodes pg_trigger.tgargs into text[]. Not for PUBLIC: the view
+-- fencing.protected decodes the arguments itself. It only splits the bytes
+-- it is given, and returns no text that is not valid in the database
+-- encoding (22021).
+CREATE FUNCTION fencing.trigger_args(bytea) RETURNS text[]
+    AS 'MODULE_PATHNAME', 'fencing_trigger_args' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+REVOKE ALL ON FUNCTION fencing.trigger_args(bytea) FROM PUBLIC;
+COMMENT ON FUNCTION fencing.trigger_args(bytea) IS 'Decodes a protection trigger''s arguments';
+
+-- Moves the token counter past `floor` (never backwards); only the table's
+-- owner may, and only a superuser past the clock bound (the clock in
+-- microseconds + 4 s). Not for PUBLIC: a floor of the caller's choosing could
+-- move the counter every resource shares to its end. Used by the restore
+-- trigger of fencing.fence_state.
+CREATE FUNCTION fencing.advance_past(tbl regclass, floor bigint) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'fencing_advance_past' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION fencing.advance_past(regclass, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing.advance_past(regclass, bigint) TO pg_database_owner;
+COMMENT ON FUNCTION fencing.advance_past(regclass, bigint) IS 'Moves the token counter past a token (superuser, within the clock bound)';
+
+-- Moves the token counter past the largest token of a table protected by
+-- fencing (the floor comes from the table, not from the caller); only the
+-- table's owner may, and only within the clock bound, for every role (22003
+-- beyond). Used by fencing.protect, which runs with its caller's rights.
+CREATE FUNCTION fencing.advance_past_table(tbl regclass) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'fencing_advance_past_table' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION fencing.advance_past_table(regclass) IS 'Moves the token counter past the largest token of a table its caller owns (used by protect)';
+
+-------------------------------------------------------------------------------
+-- Tombstones: per (protected table, primary key) the token of the DELETE (or
+-- key-changing UPDATE) that removed the key; a later INSERT of the key is
+-- judged against it (src/pg/tombstones.cpp). A protected hierarchy's
+-- tombstones are kept under its root, the top-most ancestor that carries the
+-- check (at each step up, the first parent in inheritance order that carries
+-- it). Written by the module under the writer's transaction, never through
+-- SQL; private like the fence state. Not part of pg_dump's output (table
+-- OIDs and key hashes would not carry over): a restored database starts
+-- without tombstones.
+-------------------------------------------------------------------------------
+CREATE TABLE fencing.tombstones (
+    tbl        oid         NOT NULL,   -- the root of the protected hierarchy that held the row (see above)
+    key_hash   bigint      NOT NULL,   -- 64-bit hash of the row's primary key, by its columns' hash functions
+    token      bigint      NOT NULL,   -- the token the row was deleted with (the newest, if deleted again)
+    deleted_at timestamptz NOT NULL,   -- when
+    CONSTRAINT tombstones_pkey PRIMARY KEY (tbl, key_hash)
+);
+COMMENT ON TABLE fencing.tombstones IS 'Per protected table and key: the token a row was deleted with';
+CREATE TRIGGER tombstones_local BEFORE INSERT OR UPDATE OR DELETE ON fencing.tombstones
+    FOR EACH ROW EXECUTE FUNCTION fencing.local_state();
+ALTER TABLE fencing.tombstones ENABLE ALWAYS TRIGGER tombstones_local;
+-- No GRANT: only its owner (the extension's installer) may read it. A REVOKE
+-- FROM PUBLIC here would be a no-op that pg_upgrade does not carry (it keeps
+-- no initial privileges equal to the default), so the catalog after
+-- pg_upgrade would differ from a fresh install's.
+
+-- Removes tombstones recorded at least `older_than` ago; returns how many
+-- (at most 10000 per call). Not for PUBLIC, like forget.
+CREATE FUNCTION fencing.forget_tombstones(older_than interval)
+    RETURNS bigint AS 'MODULE_PATHNAME', 'fencing_forget_tombstones' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION fencing.forget_tombstones(interval) FROM PUBLIC;
+COMMENT ON FUNCTION fencing.forget_tombstones(interval) IS 'Removes tombstones older than the interval';
+
+-- Why a table's primary key cannot carry tombstones (a sentence), or NULL.
+-- For the table's owner (used by protect).
+CREATE FUNCTION fencing.tombstone_key_problem(tbl regclass)
+    RETURNS text AS 'MODULE_PATHNAME', 'fencing_tombstone_key_problem' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION fencing.tombstone_key_problem(regclass) IS 'Why a table''s primary key cannot carry tombstones, or NULL (used by protect)';
+
+-- protect refuses unlogged tables (also among the partitions and inheritance
+-- children a write through the table reaches): crash recovery empties them
+-- without firing triggers and leaves no tombstones. The event triggers
+-- refuse making a checked table unlogged, and fencing.enforce() refuses
+-- writes to an unlogged table (src/pg/coverage.cpp, src/pg/trigger.cpp).
+-- The check is enabled ALWAYS: it fires in replica mode too (logical
+-- replication's apply workers, session_replication_role = replica), where a
+-- stale replicated change is skipped and counted, never an error
+-- (src/core/decision).
+CREATE FUNCTION fencing.protect(tbl regclass, token_column name DEFAULT NULL, allow_equal boolean DEFAULT false,
+                                on_stale text DEFAULT 'error', fence_deletes boolean DEFAULT true,
+                                tombstones boolean DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    r           record;
+    col         name;
+    coltype     oid;
+    token_type  oid := 'fencing.token'::regtype;
+    n           integer;
+    floor_value bigint;
+    parent_tbl  name;
+    d           record;
+    use_tombstones boolean;
+    problem     text;
+    unlogged    record;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl) THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid USING ERRCODE = '42P01';
+    END IF;
+    SELECT c.oid, c.relname, c.relkind, c.relowner, c.relispartition, c.relpersistence, n.nspname INTO r
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    IF r.relkind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION '"%" is not a table', r.relname USING ERRCODE = '42809',
+              DETAIL = 'Only tables and partitioned tables can be protected.';
+    END IF;
+    IF NOT pg_has_role(current_user, r.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', r.relname USING ERRCODE = '42501',
+              HINT = 'Only the table''s owner or a superuser may protect or unprotect it.';
+    END IF;
+    IF on_stale IS NULL OR on_stale NOT IN ('error', 'skip') THEN
+        RAISE EXCEPTION 'invalid value for on_stale: %', coalesce(quote_literal(on_stale), 'NULL') USING ERRCODE = '22023',
+              HINT = 'on_stale is ''error'' (raise SQLSTATE 23T01) or ''skip'' (leave the row unchanged).';
+    END IF;
+    IF allow_equal IS NULL OR fence_deletes IS NULL THEN
+        RAISE EXCEPTION 'allow_equal and fence_deletes must not be null' USING ERRCODE = '22004';
+    END IF;
+    -- Tombstones by default wherever DELETEs are fenced; they record the
+    -- DELETE's token, which only a fenced DELETE has.
+    IF tombstones AND NOT fence_deletes THEN
+        RAISE EXCEPTION 'tombstones need fence_deletes' USING ERRCODE = '22023',
+              DETAIL = 'A tombstone records the token of the DELETE that removed a row; without fence_deletes a DELETE needs no token.',
+              HINT = 'Protect the table with fence_deletes => true, or without tombstones.';
+    END IF;
+    -- A temporary table gets none: PostgreSQL drops it at the end of its
+    -- session without event triggers, so nothing could remove its
+    -- tombstones with it (fencing_sql_drop removes those of other tables).
+    IF r.relpersistence = 't' AND tombstones THEN
+        RAISE EXCEPTION 'temporary table "%" cannot have tombstones', r.relname USING ERRCODE = '0A000',
+              DETAIL = 'PostgreSQL drops a temporary table at the end of its session without running event triggers, so its tombstones would outlive it.',
+              HINT = 'Protect it without tombstones: fencing.protect(tbl) does so by default for a temporary table.';
+    END IF;
+    use_tombstones := coalesce(tombstones, fence_deletes AND r.relpersistence <> 't');
+    -- (1.2) No unlogged table, nor one a write through tbl reaches (its
+    -- partitions and inheritance children): crash recovery empties it
+    -- without firing triggers and leaves no tombstones, so a stale write
+    -- would create its rows again.
+    SELECT c.relname, c.oid = tbl AS itself INTO unlogged
+      FROM pg_class c
+     WHERE c.relpersistence = 'u'
+       AND c.oid IN (SELECT tbl::oid
+                     UNION ALL
+                     (WITH RECURSIVE tree(rel) AS (
+                          SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
+                          UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
+                      SELECT rel FROM tree))
+     ORDER BY c.oid = tbl DESC, c.relname LIMIT 1;
+    IF unlogged.relname IS NOT NULL THEN
+        RAISE EXCEPTION 'unlogged table "%" cannot be protected', unlogged.relname USING ERRCODE = '0A000',
+              DETAIL = CASE WHEN unlogged.itself THEN ''
+                            ELSE format('Writes through "%s" reach it. ', r.relname) END
+                       || 'Crash recovery empties an unlogged table without firing triggers and leaves no tombstones, so a stale write could create its rows again.',
+              HINT = 'Make it a logged table first: ALTER TABLE ... SET LOGGED.';
+    END IF;
+
+    IF token_column IS NULL THEN
+        SELECT count(*), min(a.attname) INTO n, col
+          FROM pg_attribute a WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.atttypid = token_type;
+        IF n <> 1 THEN
+            SELECT a.attname INTO col FROM pg_attribute a
+             WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = 'fence_token';
+            IF col IS NULL THEN
+                RAISE EXCEPTION 'table "%" has no fence token column', r.relname USING ERRCODE = '42703',
+                      DETAIL = CASE WHEN n > 1 THEN format('It has %s columns of type fencing.token and none is named fence_token.', n)
+                                    ELSE 'It has no column of type fencing.token and no column named fence_token.' END,
+                      HINT = 'Name the column with the token_column argument: fencing.protect(tbl, token_column => ''...'').';
+            END IF;
+        END IF;
+    ELSE
+        SELECT a.attname INTO col FROM pg_attribute a
+         WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = token_column;
+        IF col IS NULL THEN
+            RAISE EXCEPTION 'column "%" of table "%" does not exist', token_column, r.relname USING ERRCODE = '42703',
+                  HINT = 'The token_column argument must name an existing column of type fencing.token or bigint.';
+        END IF;
+    END IF;
+
+    SELECT a.atttypid INTO coltype FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col;
+    IF coltype NOT IN ('bigint'::regtype, token_type) THEN
+        RAISE EXCEPTION 'column "%" of table "%" is of type %', col, r.relname, format_type(coltype, NULL)
+              USING ERRCODE = '42804', HINT = 'A fence token column must be of type fencing.token or bigint.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col AND a.attgenerated <> '') THEN
+        RAISE EXCEPTION 'column "%" of table "%" is a generated column', col, r.relname USING ERRCODE = '0A000',
+              DETAIL = 'BEFORE triggers see a generated column before it is computed.',
+              HINT = 'Use an ordinary column for the token.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce' AND t.tgparentid <> 0) THEN
+        RAISE EXCEPTION 'table "%" is a partition of a protected table', r.relname USING ERRCODE = '55000',
+              DETAIL = 'Its protection comes from the partitioned table it belongs to.',
+              HINT = 'Protect or unprotect the partitioned table instead.';
+    END IF;
+    -- An inheritance child of a protected table carries its parent's check
+    -- (writes through the parent reach its rows): protect the parent.
+    SELECT pc.relname INTO parent_tbl
+      FROM pg_inherits i JOIN pg_trigger t ON t.tgrelid = i.inhparent JOIN pg_class pc ON pc.oid = i.inhparent
+     WHERE i.inhrelid = tbl AND NOT r.relispartition
+       AND t.tgname = '~fencing_enforce' AND t.tgfoid = 'fencing.enforce()'::regprocedure
+     ORDER BY i.inhseqno LIMIT 1;
+    IF parent_tbl IS NOT NULL THEN
+        RAISE EXCEPTION 'table "%" inherits from protected table "%"', r.relname, parent_tbl USING ERRCODE = '55000',
+              DETAIL = 'Writes through the parent reach its rows, so it is checked with the parent''s settings.',
+              HINT = 'Protect or unprotect the parent instead.';
+    END IF;
+
+    -- Every table whose rows a write through tbl reaches gets the check:
+    -- partitions get clones of it (their own checks make way), inheritance
+    -- children (legacy inheritance, at any depth) the same check as their
+    -- own trigger.
+    FOR d IN WITH RECURSIVE tree(rel) AS (
+                 SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
+                 UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
+             SELECT c.oid, c.relname, c.relkind, c.relispartition, n.nspname
+               FROM tree JOIN pg_class c ON c.oid = tree.rel JOIN pg_namespace n ON n.oid = c.relnamespace LOOP
+        IF d.relkind = 'f' AND NOT d.relispartition THEN
+            RAISE EXCEPTION 'foreign table "%" inherits from table "%"', d.relname, r.relname USING ERRCODE = '0A000',
+                  DETAIL = format('Writes through "%s" reach the foreign table, which cannot be protected.', r.relname),
+                  HINT = 'Detach the foreign table (ALTER FOREIGN TABLE ... NO INHERIT) first.';
+        END IF;
+        IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = d.oid AND t.tgname = '~fencing_enforce' AND t.tgparentid = 0) THEN
+            EXECUTE format('DROP TRIGGER %I ON %I.%I', '~fencing_enforce', d.nspname, d.relname);
+        END IF;
+    END LOOP;
+    -- Tombstones remember deleted rows by primary key: the table, and each
+    -- inheritance child (which does not inherit its parent's), needs one.
+    IF use_tombstones THEN
+        FOR d IN SELECT tbl::oid AS oid, r.relname AS relname
+                 UNION ALL
+                 (WITH RECURSIVE tree(rel) AS (
+                      SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
+                      UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
+                  SELECT c.oid, c.relname FROM tree JOIN pg_class c ON c.oid = tree.rel WHERE NOT c.relispartition) LOOP
+            IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = d.oid AND c.relpersistence = 't') THEN
+                RAISE EXCEPTION 'temporary table "%" cannot have tombstones', d.relname USING ERRCODE = '0A000',
+                      DETAIL = format('It inherits from "%s", which would be protected with tombstones; PostgreSQL drops a temporary table at the end of its session without running event triggers, so its tombstones would outlive it.', r.relname),
+                      HINT = 'Protect the table with tombstones => false, or remove the temporary table from it (ALTER TABLE ... NO INHERIT).';
+            END IF;
+            problem := fencing.tombstone_key_problem(d.oid);
+            IF problem IS NOT NULL THEN
+                RAISE EXCEPTION 'table "%" cannot be protected with tombstones', d.relname USING ERRCODE = '0A000',
+                      DETAIL = problem || ' A fenced DELETE records its token per primary key (a tombstone), and an INSERT of a deleted key is judged against it.',
+                      HINT = 'Give it a primary key (not deferrable, of ordinary columns whose types have hash functions), or protect the table with tombstones => false: a row deleted and inserted again is then not judged against the token it was deleted with.';
+            END IF;
+        END LOOP;
+    END IF;
+
+    IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce') THEN
+        EXECUTE format('DROP TRIGGER %I ON %I.%I', '~fencing_enforce', r.nspname, r.relname);
+    END IF;
+    EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE ON %I.%I FOR EACH ROW '
+                   'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L, %L)',
+                   '~fencing_enforce', r.nspname, r.relname, col, allow_equal::text, on_stale, fence_deletes::text,
+                   use_tombstones::text);
+    -- (1.2) Enabled ALWAYS: it fires in replica mode too (logical
+    -- replication's apply workers, session_replication_role = replica).
+    -- Partitions' clones take it over, those created later too.
+    EXECUTE format('ALTER TABLE %I.%I ENABLE ALWAYS TRIGGER %I', r.nspname, r.relname, '~fencing_enforce');
+    FOR d IN WITH RECURSIVE tree(rel) AS (
+                 SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
+                 UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
+             SELECT c.oid, c.relname, n.nspname
+               FROM tree JOIN pg_class c ON c.oid = tree.rel JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE NOT c.relispartition LOOP
+        EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE ON %I.%I FOR EACH ROW '
+                       'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L, %L)',
+                       '~fencing_enforce', d.nspname, d.relname, col, allow_equal::text, on_stale, fence_deletes::text,
+                       use_tombstones::text);
+        EXECUTE format('ALTER TABLE %I.%I ENABLE ALWAYS TRIGGER %I', d.nspname, d.relname, '~fencing_enforce');
+    END LOOP;
+    -- A child that also inherits from a table protected otherwise would be
+    -- checked with one of two settings: refused.
+    SELECT cc.relname AS child, pc.relname AS parent INTO d
+      FROM pg_inherits i JOIN pg_class cc ON cc.oid = i.inhrelid JOIN pg_class pc ON pc.oid = i.inhparent
+      JOIN pg_trigger pt ON pt.tgrelid = i.inhparent AND pt.tgname = '~fencing_enforce'
+      JOIN pg_trigger ct ON ct.tgrelid = i.inhrelid AND ct.tgname = '~fencing_enforce' AND ct.tgparentid = 0
+     WHERE pt.tgargs <> ct.tgargs
+       AND i.inhrelid IN (WITH RECURSIVE tree(rel) AS (
+                              SELECT i2.inhrelid FROM pg_inherits i2 WHERE i2.inhparent = tbl
+                              UNION SELECT i2.inhrelid FROM pg_inherits i2 JOIN tree ON i2.inhparent = tree.rel)
+                          SELECT rel FROM tree)
+     LIMIT 1;
+    IF d.child IS NOT NULL THEN
+        RAISE EXCEPTION 'table "%" inherits from protected tables with different settings', d.child USING ERRCODE = '0A000',
+              DETAIL = format('"%s" is protected with other settings than "%s"; a write through either reaches the rows of "%s", which can carry one check only.',
+                              d.parent, r.relname, d.child),
+              HINT = 'Protect the parent tables with the same settings.';
+    END IF;
+
+    -- Tokens issued from now on must be newer than every token the table
+    -- holds. advance_past_table moves the counter only within the clock bound
+    -- (the clock in microseconds + 4 s), for every role: a table holding
+    -- tokens past it and past the counter is refused (22003), so that no
+    -- table can carry the counter every resource shares out of the clock
+    -- bound (where restored copies could issue tokens again) or exhaust it.
+    PERFORM fencing.advance_past_table(tbl);
+
+    FOR r IN SELECT t.tgname FROM pg_trigger t
+              WHERE t.tgrelid = tbl AND NOT t.tgisinternal AND t.tgenabled <> 'D'
+                AND t.tgname > '~fencing_enforce' COLLATE "C"
+                AND (t.tgtype & 2) <> 0 AND (t.tgtype & 1) <> 0 AND (t.tgtype & (4 | 16)) <> 0 LOOP
+        RAISE WARNING 'trigger "%" fires after the fencing check', r.tgname
+              USING DETAIL = 'Writes to the table are refused while a BEFORE ROW INSERT or UPDATE trigger fires after "~fencing_enforce".',
+                    HINT = 'Rename the trigger so that its name sorts before "~fencing_enforce".';
+    END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION fencing.protect(regclass, name, boolean, text, boolean, boolean) IS
+    'Protects a table: its row writes must carry a token newer than the stored one (23T01 otherwise)';
+
+CREATE FUNCTION fencing.unprotect(tbl regclass) RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    r          record;
+    parent_tbl name;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl) THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid USING ERRCODE = '42P01';
+    END IF;
+    SELECT c.relname, c.relowner, n.nspname INTO r
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    IF NOT pg_has_role(current_user, r.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', r.relname USING ERRCODE = '42501',
+              HINT = 'Only the table''s owner or a superuser may protect or unprotect it.';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce' AND t.tgparentid = 0) THEN
+        RETURN false;
+    END IF;
+    -- A child of a protected table keeps its check while writes through the
+    -- parent reach it.
+    SELECT pc.relname INTO parent_tbl
+      FROM pg_inherits i JOIN pg_trigger t ON t.tgrelid = i.inhparent JOIN pg_class pc ON pc.oid = i.inhparent
+     WHERE i.inhrelid = tbl
+       AND t.tgname = '~fencing_enforce' AND t.tgfoid = 'fencing.enforce()'::regprocedure
+     ORDER BY i.inhseqno LIMIT 1;
+    IF parent_tbl IS NOT NULL THEN
+        RAISE EXCEPTION 'table "%" inherits from protected table "%"', r.relname, parent_tbl USING ERRCODE = '55000',
+              DETAIL = 'Writes through the parent reach its rows, so it keeps its check while the parent is protected.',
+              HINT = 'Unprotect the parent first, or detach the table from it (ALTER TABLE ... NO INHERIT).';
+    END IF;
+    EXECUTE format('DROP TRIGGER %I ON %I.%I', '~fencing_enforce', r.nspname, r.relname);
+    RETURN true;
+END
+$fn$;
+COMMENT ON FUNCTION fencing.unprotect(regclass) IS 'Removes the protection of a table';
+
+-------------------------------------------------------------------------------
+-- fencing.protected:
+--  * It decodes the trigger's arguments itself (a view's function calls are
+--    made with its reader's rights, and trigger_args is not for PUBLIC).
+--    Each argument is the bytes before its terminating zero byte, turned
+--    into text of the database encoding by convert_from, which refuses bytes
+--    that are not valid in it (22021), as trigger_args does; the text takes
+--    the default collation, as trigger_args's does (not that of the
+--    encoding's name).
+--  * It lists a check only where it is in force as the module reads it:
+--    enabled (not DISABLEd, not ENABLE REPLICA), BEFORE each row of every
+--    INSERT, UPDATE and DELETE, without a WHEN condition or a column list,
+--    with five arguments the check accepts. A partitioned table holds no
+--    rows: its check is in force when every leaf partition's clone of it is
+--    (whatever ALTER TABLE ONLY did to its own), and the clones are not
+--    listed. Any role may attach fencing.enforce() to a table of its own
+--    (protect() must); the booleans are compared as text, never cast, so
+--    nothing a trigger holds makes the view fail.
+-------------------------------------------------------------------------------
+CREATE VIEW fencing.protected AS
+SELECT t.tgrelid::regclass AS tbl,
+       a[1]::name COLLATE "C" AS token_column,
+       a[2] IN ('true', 't', 'on') AS allow_equal,
+       a[3]::text                  AS on_stale,
+       a[4] IN ('true', 't', 'on') AS fence_deletes,
+       a[5] IN ('true', 't', 'on') AS tombstones
+  FROM pg_catalog.pg_trigger t
+  JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
+ CROSS JOIN LATERAL (
+    SELECT pg_catalog.array_agg(
+               pg_catalog.convert_from(pg_catalog.substring(t.tgargs, z.prev + 2, z.i - z.prev - 1),
+                                       pg_catalog.getdatabaseencoding()) COLLATE "default"
+               ORDER BY z.i)
+      FROM (SELECT g.i, pg_catalog.lag(g.i, 1, -1) OVER (ORDER BY g.i) AS prev
+              FROM pg_catalog.generate_series(0, pg_catalog.length(t.tgargs) - 1) AS g(i)
+             WHERE pg_catalog.get_byte(t.tgargs, g.i) = 0) AS z) AS x(a)
+ WHERE t.tgfoid = 'fencing.enforce()'::pg_catalog.regprocedure
+   AND NOT t.tgisinternal
+   AND t.tgparentid = 0
+   AND CASE WHEN c.relkind = 'p' THEN
+            NOT EXISTS (SELECT 1 FROM pg_catalog.pg_partition_tree(t.tgrelid) p
+                         WHERE p.isleaf
+                           AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger l
+                                            WHERE l.tgrelid = p.relid AND l.tgfoid = t.tgfoid
+                                              AND l.tgenabled IN ('O', 'A') AND l.tgtype = 31
+                                              AND l.tgqual IS NULL
+                                              AND pg_catalog.cardinality(l.tgattr::pg_catalog.int2[]) = 0
+                                              AND l.tgargs = t.tgargs))
+        ELSE t.tgenabled IN ('O', 'A') END
+   AND t.tgtype = 31  -- ROW | BEFORE | INSERT | DELETE | UPDATE
+   AND t.tgqual IS NULL
+   AND pg_catalog.cardinality(t.tgattr::pg_catalog.int2[]) = 0
+   AND t.tgnargs = 5
+   AND a[2] IN ('true', 't', 'on', 'false', 'f', 'off')
+   AND a[3] IN ('error', 'skip')
+   AND a[4] IN ('true', 't', 'on', 'false', 'f', 'off')
+   AND a[5] IN ('true', 't', 'on', 'false', 'f', 'off');
+GRANT SELECT ON fencing.protected TO PUBLIC;
+COMMENT ON VIEW fencing.protected IS 'The protected tables and how their writes are checked';
+
+CREATE TRIGGER fence_state_loaded AFTER INSERT ON fencing.fence_state
+    REFERENCING NEW TABLE AS loaded_rows FOR EACH STATEMENT EXECUTE FUNCTION fencing.fence_state_loaded();
+ALTER TABLE fencing.fence_state ENABLE ALWAYS TRIGGER fence_state_loaded;
+
+-- A resource's first grant writes its row (frozen: it stays even if the
+-- transaction aborts) and then the row's index entry, two WAL records. A
+-- crash between them leaves a row that the index does not reach; the next
+-- grant writes a second row, which the index does reach. Grants and lookups
+-- never see the first again, but pg_dump does. So that such a dump restores,
+-- a row loaded for a resource that already has one replaces it when its
+-- token is newer, and is dropped otherwise (src/pg/resource_rows.cpp; the
+-- module removes the replaced row, as a restore by the database's owner may
+-- insert, not delete). The replacing row is checked against the clock bound
+-- by fence_state_loaded like every loaded row.
+CREATE FUNCTION fencing.fence_state_merge() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'fencing_fence_state_merge' LANGUAGE C;
+REVOKE ALL ON FUNCTION fencing.fence_state_merge() FROM PUBLIC;
+COMMENT ON FUNCTION fencing.fence_state_merge() IS 'Keeps one row per resource in fencing.fence_state, the newest';
+CREATE TRIGGER fence_state_merge BEFORE INSERT ON fencing.fence_state
+    FOR EACH ROW EXECUTE FUNCTION fencing.fence_state_merge();
+ALTER TABLE fencing.fence_state ENABLE ALWAYS TRIGGER fence_state_merge;
+
+-------------------------------------------------------------------------------
+-- Coverage: DDL that adds a table to, or removes one from, what a protected
+-- table's writes reach keeps every such table checked (src/pg/coverage.cpp).
+-- Inheritance children created or added later get the parent's check; a
+-- table ATTACHed as a partition moves the counter past its tokens (its own
+-- check, if any, makes way for the partitioned table's clone first); a
+-- DETACHed partition keeps the check as its own. Event triggers need a
+-- superuser to be created, as CREATE EXTENSION fencing does; they belong to
+-- the extension (not dumped, recreated with it) and run with the rights of
+-- the role that runs the DDL.
+-------------------------------------------------------------------------------
+CREATE FUNCTION fencing.ddl_command_start() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'fencing_ddl_command_start' LANGUAGE C;
+CREATE FUNCTION fencing.ddl_command_end() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'fencing_ddl_command_end' LANGUAGE C;
+COMMENT ON FUNCTION fencing.ddl_command_start() IS 'Checks DDL that would change what protected tables check';
+COMMENT ON FUNCTION fencing.ddl_command_end() IS 'Checks DDL that would change what protected tables check';
+REVOKE ALL ON FUNCTION fencing.ddl_command_start() FROM PUBLIC;
+REVOKE ALL ON FUNCTION fencing.ddl_command_end() FROM PUBLIC;
+CREATE EVENT TRIGGER fencing_ddl_command_start ON ddl_command_start
+    WHEN TAG IN ('ALTER TABLE')
+    EXECUTE FUNCTION fencing.ddl_command_start();
+CREATE EVENT TRIGGER fencing_ddl_command_end ON ddl_command_end
+    WHEN TAG IN ('CREATE TABLE', 'CREATE FOREIGN TABLE', 'ALTER TABLE', 'ALTER FOREIGN TABLE', 'CREATE SCHEMA')
+    EXECUTE FUNCTION fencing.ddl_command_end();
+COMMENT ON EVENT TRIGGER fencing_ddl_command_start IS 'Checks DDL that would change what protected tables check';
+COMMENT ON EVENT TRIGGER fencing_ddl_command_end IS 'Checks DDL that would change what protected tables check';
+
+-- Tombstones go with their table: a table dropped (DROP TABLE, a partition,
+-- DROP SCHEMA ... CASCADE, DROP OWNED, whatever drops it) loses its
+-- tombstones in the dropping transaction, so that a table that later gets
+-- its OID does not meet them. Every command's dropped objects are looked at
+-- (many commands can drop a table by a dependency). Temporary tables, which
+-- PostgreSQL drops at the end of their session without event triggers, have
+-- none (protect).
+CREATE FUNCTION fencing.sql_drop() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'fencing_sql_drop' LANGUAGE C;
+REVOKE ALL ON FUNCTION fencing.sql_drop() FROM PUBLIC;
+CREATE EVENT TRIGGER fencing_sql_drop ON sql_drop
+    EXECUTE FUNCTION fencing.sql_drop();
+COMMENT ON FUNCTION fencing.sql_drop() IS 'Forgets the fencing state of dropped tables';
+COMMENT ON EVENT TRIGGER fencing_sql_drop IS 'Forgets the fencing state of dropped tables';
+
+-------------------------------------------------------------------------------
+-- Notifications of lock events: NOTIFY on channel "fencing", JSON payload
+-- {"resource", "event": granted|released|lost|delay_ended, "token", "time"},
+-- for the resources named here (resource NULL: every resource of the
+-- database). Sent at the commit of the transaction the event happened in
+-- (src/pg/notify.cpp). Enabling is not for PUBLIC: any role that can connect
+-- may LISTEN, and would see the names and tokens of the enabled resources.
+-------------------------------------------------------------------------------
+CREATE TABLE fencing.notify_settings (
+    resource text COLLATE "C"    -- NULL: every resource of the database
+        -- the rule of every resource name (src/core/resource_key.hpp), for
+        -- rows written by SQL (set_notify checks its argument so)
+        CONSTRAINT notify_settings_resource_name
+        CHECK (resource IS NULL OR pg_catalog.octet_length(resource) BETWEEN 1 AND 1024)
+);
+-- Written by set_notify only (which keeps names unique and one NULL at most,
+-- under a self-conflicting lock), and loaded by a restore.
+SELECT pg_catalog.pg_extension_config_dump('fencing.notify_settings', '');
+REVOKE ALL ON fencing.notify_settings FROM PUBLIC;
+GRANT SELECT ON fencing.notify_settings TO PUBLIC;
+-- pg_dump reads it and a restore by the database's owner loads it (as for
+-- fence_state).
+GRANT SELECT, INSERT ON fencing.notify_settings TO pg_database_owner;
+COMMENT ON TABLE fencing.notify_settings IS 'The resources whose lock events are notified (NULL: every resource)';
+CREATE TRIGGER notify_settings_local BEFORE INSERT OR UPDATE OR DELETE ON fencing.notify_settings
+    FOR EACH ROW EXECUTE FUNCTION fencing.local_state();
+ALTER TABLE fencing.notify_settings ENABLE ALWAYS TRIGGER notify_settings_local;
+
+-- Enables (or disables) the notifications of a resource, or with NULL of
+-- every resource of the database; at most 1000 resources per database. Writes
+-- notify_settings on its caller's behalf. Not for PUBLIC.
+CREATE FUNCTION fencing.set_notify(resource text, enabled boolean DEFAULT true)
+    RETURNS void AS 'MODULE_PATHNAME', 'fencing_set_notify' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION fencing.set_notify(text, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION fencing.set_notify(text, boolean) IS 'Enables or disables the lock-event notifications of a resource (NULL: every resource)';
+
+-- Rows written by SQL (a restore's COPY, a superuser's hand) reach every
+-- session's cached settings at its next transaction, as set_notify's do, and
+-- keep set_notify's bound of 1000 resources by name (54000).
+CREATE FUNCTION fencing.notify_settings_changed() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'fencing_notify_settings_changed' LANGUAGE C;
+REVOKE ALL ON FUNCTION fencing.notify_settings_changed() FROM PUBLIC;
+CREATE TRIGGER notify_settings_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON fencing.notify_settings
+    FOR EACH STATEMENT EXECUTE FUNCTION fencing.notify_settings_changed();
+ALTER TABLE fencing.notify_settings ENABLE ALWAYS TRIGGER notify_settings_changed;
+COMMENT ON FUNCTION fencing.notify_settings_changed() IS 'Brings rows written into fencing.notify_settings to every session, within the bound';
+
+-------------------------------------------------------------------------------
+-- Statistics, kept in shared memory when fencing is in
+-- shared_preload_libraries (src/pg/stats.cpp); otherwise the views say so
+-- (collecting = false, note) and show NULL counters. Counters are per
+-- database, not transactional, and start from zero at server start, after a
+-- crash, and at fencing.reset_stats().
+-------------------------------------------------------------------------------
+-- Statistics never show a false 0 for a table. The per-table entries
+-- (fencing.stats_max_tables, for all databases together) can run out: a
+-- stale write of a table without one counts for its database only, and in
+-- fencing.stats.table_stats_missed. While that is not 0 (until
+-- fencing.reset_stats()), a table without an entry may have missed writes,
+-- and fencing.table_stats shows NULL for it; so does a partitioned table
+-- with such a partition. An entry taken after a miss counts from the moment
+-- it was taken: that row's stats_reset. Temporary tables take no entry (any
+-- role may make many, in any database): NULL, always.
+CREATE FUNCTION fencing.stats_data(
+    OUT grants bigint, OUT waits bigint, OUT total_wait_time double precision, OUT max_wait_time double precision,
+    OUT wait_timeouts bigint, OUT lease_expiries bigint, OUT lost bigint, OUT stale_rejections bigint,
+    OUT stale_skips bigint, OUT forgets bigint, OUT notifications_dropped bigint, OUT table_stats_missed bigint,
+    OUT stats_reset timestamptz, OUT collecting boolean, OUT note text)
+    RETURNS record AS 'MODULE_PATHNAME', 'fencing_stats_data' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+CREATE FUNCTION fencing.table_stats_data(OUT relid oid, OUT stale_rejections bigint, OUT stale_skips bigint,
+                                         OUT since timestamptz)
+    RETURNS SETOF record AS 'MODULE_PATHNAME', 'fencing_table_stats_data' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION fencing.stats_data() IS 'The counters behind fencing.stats';
+COMMENT ON FUNCTION fencing.table_stats_data() IS 'The counters behind fencing.table_stats';
+
+CREATE VIEW fencing.stats AS
+SELECT s.grants, s.waits, s.total_wait_time, s.max_wait_time, s.wait_timeouts, s.lease_expiries, s.lost,
+       s.stale_rejections, s.stale_skips, s.forgets, s.notifications_dropped, s.table_stats_missed, s.stats_reset,
+       s.collecting, s.note
+  FROM fencing.stats_data() s;
+GRANT SELECT ON fencing.stats TO PUBLIC;
+COMMENT ON VIEW fencing.stats IS 'Lock and write statistics of this database (with the preload)';
+
+-- One row per protected table; a partitioned table's row sums its partitions.
+-- A relation is counted when it is a partitioned table (it holds no rows),
+-- has an entry, or (not temporary) had no stale write go uncounted in its
+-- database; the row's counts are complete since the latest of their starts.
+CREATE VIEW fencing.table_stats AS
+SELECT p.tbl,
+       (CASE WHEN st.collecting AND pg_catalog.bool_and(k.counted)
+             THEN COALESCE(pg_catalog.sum(d.stale_rejections), 0) END)::bigint AS stale_rejections,
+       (CASE WHEN st.collecting AND pg_catalog.bool_and(k.counted)
+             THEN COALESCE(pg_catalog.sum(d.stale_skips), 0) END)::bigint AS stale_skips,
+       CASE WHEN st.collecting AND pg_catalog.bool_and(k.counted) THEN pg_catalog.max(k.since) END AS stats_reset
+  FROM fencing.protected p
+ CROSS JOIN fencing.stats_data() st
+  -- the table itself, and its partitions (pg_partition_tree has no row for a plain table)
+  CROSS JOIN LATERAL (SELECT p.tbl::pg_catalog.oid AS relid
+                      UNION SELECT t.relid::pg_catalog.oid FROM pg_catalog.pg_partition_tree(p.tbl) t) tree
+  LEFT JOIN fencing.table_stats_data() d ON d.relid = tree.relid
+  LEFT JOIN pg_catalog.pg_class c ON c.oid = tree.relid
+ CROSS JOIN LATERAL (SELECT CASE WHEN c.relpersistence = 't' THEN false
+                                 WHEN c.relkind = 'p' OR d.relid IS NOT NULL THEN true
+                                 ELSE st.table_stats_missed = 0 END AS counted,
+                            COALESCE(d.since, st.stats_reset) AS since) k
+ GROUP BY p.tbl, st.collecting;
+GRANT SELECT ON fencing.table_stats TO PUBLIC;
+COMMENT ON VIEW fencing.table_stats IS 'Stale writes per protected table (with the preload)';
+
+-- Resets this database's counters. Not for PUBLIC.
+CREATE FUNCTION fencing.reset_stats() RETURNS void
+    AS 'MODULE_PATHNAME', 'fencing_reset_stats' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION fencing.reset_stats() FROM PUBLIC;
+COMMENT ON FUNCTION fencing.reset_stats() IS 'Sets this database''s statistics back to zero';
