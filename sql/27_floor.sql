@@ -113,6 +113,44 @@ INSERT INTO flh_child VALUES (1, :s1, 0);
 SELECT tgrelid::regclass AS rel, (fencing.trigger_args(tgargs))[6] = :'f' AS has_floor
   FROM pg_trigger WHERE tgname = '~fencing_enforce' AND tgrelid::regclass::text LIKE 'fl%' ORDER BY 1;
 
+-- The floor is 1 to 19 decimal digits, at most 9223372036854775807; the
+-- check, fencing.protected and protect() read it alike. A check made by
+-- hand with anything else fails every write (39P01) and is not listed.
+CREATE TABLE flx (id int PRIMARY KEY, fence_token fencing.token);
+INSERT INTO flx VALUES (1, 100);
+CREATE TRIGGER "~fencing_enforce" BEFORE INSERT OR UPDATE OR DELETE ON flx FOR EACH ROW
+    EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'true', 'true', '1500000000000000000');
+SELECT floor FROM fencing.protected WHERE tbl = 'flx'::regclass;
+UPDATE flx SET fence_token = 1400000000000000000 WHERE id = 1;
+\echo :SQLSTATE
+SELECT fencing.protect('flx');
+SELECT floor FROM fencing.protected WHERE tbl = 'flx'::regclass;
+UPDATE flx SET fence_token = 1400000000000000000 WHERE id = 1;
+\echo :SQLSTATE
+SELECT fencing.unprotect('flx');
+CREATE FUNCTION fl_try(arg text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    DROP TRIGGER IF EXISTS "~fencing_enforce" ON flx;
+    EXECUTE format('CREATE TRIGGER "~fencing_enforce" BEFORE INSERT OR UPDATE OR DELETE ON flx FOR EACH ROW '
+                   'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L, %L, %L)', 'fence_token', 'false', 'error', 'true', 'true', arg);
+    BEGIN
+        UPDATE flx SET fence_token = (SELECT max(fence_token) FROM flx) + 1 WHERE id = 1;
+        RETURN 'accepted, listed: ' || (SELECT count(*) FROM fencing.protected WHERE tbl = 'flx'::regclass);
+    EXCEPTION WHEN OTHERS THEN
+        RETURN SQLSTATE || ', listed: ' || (SELECT count(*) FROM fencing.protected WHERE tbl = 'flx'::regclass);
+    END;
+END $$;
+SELECT a AS floor_argument, fl_try(a) AS result
+  FROM (VALUES (1, '+5000'), (2, ' 5000'), (3, '-0'), (4, '5000 '), (5, ''), (6, '9223372036854775807'),
+               (7, '9223372036854775808'), (8, '00000000000000000005'), (9, '0')) AS v(n, a) ORDER BY n;
+DROP FUNCTION fl_try(text);
+DROP TABLE flx;
+
+-- raise_floor by a role that does not own the table.
+SET ROLE fl_other;
+SELECT fencing.raise_floor('fl', 1);
+RESET ROLE;
+
 -- Unprotected, the floor is gone with the check.
 SELECT fencing.unprotect('fl');
 SELECT count(*) FROM fencing.protected WHERE tbl = 'fl'::regclass;

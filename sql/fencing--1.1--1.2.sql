@@ -302,7 +302,8 @@ BEGIN
     IF floor < 0 THEN
         RAISE EXCEPTION 'floor must not be negative' USING ERRCODE = '22023';
     END IF;
-    SELECT CASE WHEN a.arg ~ '^[0-9]{1,18}$' THEN a.arg::bigint END INTO old_floor
+    SELECT CASE WHEN a.arg ~ '^[0-9]{1,19}$' AND a.arg::numeric <= 9223372036854775807 THEN a.arg::bigint END
+      INTO old_floor
       FROM pg_trigger t
      CROSS JOIN LATERAL (
         SELECT convert_from(substring(t.tgargs, z.prev + 2, z.i - z.prev - 1), getdatabaseencoding()) AS arg
@@ -407,6 +408,10 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl) THEN
         RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid USING ERRCODE = '42P01';
     END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl AND pg_has_role(current_user, c.relowner, 'USAGE')) THEN
+        RAISE EXCEPTION 'must be owner of table %', (SELECT c.relname FROM pg_class c WHERE c.oid = tbl)
+              USING ERRCODE = '42501', HINT = 'Only the table''s owner or a superuser may raise its floor.';
+    END IF;
     SELECT * INTO p FROM fencing.protected v WHERE v.tbl = raise_floor.tbl;
     IF p.tbl IS NULL THEN
         RAISE EXCEPTION 'table "%" is not protected by fencing', (SELECT c.relname FROM pg_class c WHERE c.oid = tbl)
@@ -430,7 +435,7 @@ SELECT t.tgrelid::regclass AS tbl,
        a[3]::text                  AS on_stale,
        a[4] IN ('true', 't', 'on') AS fence_deletes,
        a[5] IN ('true', 't', 'on') AS tombstones,
-       CASE WHEN a[6] ~ '^[0-9]{1,18}$' THEN a[6]::bigint END AS floor
+       CASE WHEN a[6] ~ '^[0-9]{1,19}$' AND a[6]::numeric <= 9223372036854775807 THEN a[6]::bigint END AS floor
   FROM pg_catalog.pg_trigger t
   JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
  CROSS JOIN LATERAL (
@@ -457,7 +462,7 @@ SELECT t.tgrelid::regclass AS tbl,
    AND t.tgtype = 31  -- ROW | BEFORE | INSERT | DELETE | UPDATE
    AND t.tgqual IS NULL
    AND pg_catalog.cardinality(t.tgattr::pg_catalog.int2[]) = 0
-   AND (t.tgnargs = 5 OR (t.tgnargs = 6 AND a[6] ~ '^[0-9]{1,18}$'))
+   AND (t.tgnargs = 5 OR (t.tgnargs = 6 AND a[6] ~ '^[0-9]{1,19}$' AND a[6]::numeric <= 9223372036854775807))
    AND a[2] IN ('true', 't', 'on', 'false', 'f', 'off')
    AND a[3] IN ('error', 'skip')
    AND a[4] IN ('true', 't', 'on', 'false', 'f', 'off')

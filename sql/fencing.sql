@@ -468,11 +468,22 @@ COMMENT ON FUNCTION fencing.tombstone_key_problem(regclass) IS 'Why a table''s p
 -- replication's apply workers, session_replication_role = replica), where a
 -- stale replicated change is skipped and counted, never an error
 -- (src/core/decision).
-CREATE FUNCTION fencing.protect(tbl regclass, token_column name DEFAULT NULL, allow_equal boolean DEFAULT false,
-                                on_stale text DEFAULT 'error', fence_deletes boolean DEFAULT true,
-                                tombstones boolean DEFAULT NULL)
+--
+-- install_check does protect()'s work, with the table's floor
+-- (fencing.raise_floor): every token up to it is stale for the table's rows,
+-- whatever they or their keys' tombstones hold. The floor is the check's sixth argument, so
+-- that partitions' clones, inheritance children's checks, pg_dump and
+-- pg_upgrade carry it with the check. Protecting a table again keeps its
+-- floor; a floor given here only raises it, and moves the token counter
+-- past it first (fencing.advance_past, with its privileges), so that new
+-- tokens are above it.
+CREATE FUNCTION fencing.install_check(tbl regclass, token_column name, allow_equal boolean, on_stale text,
+                                      fence_deletes boolean, tombstones boolean, floor bigint)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
+    old_floor   bigint;
+    new_floor   bigint;
+    floor_arg   text := '';
     r           record;
     col         name;
     coltype     oid;
@@ -637,13 +648,37 @@ BEGIN
         END LOOP;
     END IF;
 
+    -- The floor the table's check has (its sixth argument), kept; a floor
+    -- given raises it, the counter moved past it first.
+    IF floor < 0 THEN
+        RAISE EXCEPTION 'floor must not be negative' USING ERRCODE = '22023';
+    END IF;
+    SELECT CASE WHEN a.arg ~ '^[0-9]{1,19}$' AND a.arg::numeric <= 9223372036854775807 THEN a.arg::bigint END
+      INTO old_floor
+      FROM pg_trigger t
+     CROSS JOIN LATERAL (
+        SELECT convert_from(substring(t.tgargs, z.prev + 2, z.i - z.prev - 1), getdatabaseencoding()) AS arg
+          FROM (SELECT g.i, lag(g.i, 1, -1) OVER (ORDER BY g.i) AS prev, row_number() OVER (ORDER BY g.i) AS n
+                  FROM generate_series(0, length(t.tgargs) - 1) AS g(i)
+                 WHERE get_byte(t.tgargs, g.i) = 0) AS z
+         WHERE z.n = 6) AS a
+     WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce' AND t.tgparentid = 0
+       AND t.tgfoid = 'fencing.enforce()'::regprocedure;
+    new_floor := greatest(old_floor, floor);
+    IF new_floor IS DISTINCT FROM old_floor THEN
+        PERFORM fencing.advance_past(tbl, new_floor);
+    END IF;
+    IF new_floor IS NOT NULL THEN
+        floor_arg := format(', %L', new_floor);
+    END IF;
+
     IF EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = '~fencing_enforce') THEN
         EXECUTE format('DROP TRIGGER %I ON %I.%I', '~fencing_enforce', r.nspname, r.relname);
     END IF;
     EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE ON %I.%I FOR EACH ROW '
-                   'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L, %L)',
+                   'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L, %L%s)',
                    '~fencing_enforce', r.nspname, r.relname, col, allow_equal::text, on_stale, fence_deletes::text,
-                   use_tombstones::text);
+                   use_tombstones::text, floor_arg);
     -- (1.2) Enabled ALWAYS: it fires in replica mode too (logical
     -- replication's apply workers, session_replication_role = replica).
     -- Partitions' clones take it over, those created later too.
@@ -655,9 +690,9 @@ BEGIN
                FROM tree JOIN pg_class c ON c.oid = tree.rel JOIN pg_namespace n ON n.oid = c.relnamespace
               WHERE NOT c.relispartition LOOP
         EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE ON %I.%I FOR EACH ROW '
-                       'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L, %L)',
+                       'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L, %L%s)',
                        '~fencing_enforce', d.nspname, d.relname, col, allow_equal::text, on_stale, fence_deletes::text,
-                       use_tombstones::text);
+                       use_tombstones::text, floor_arg);
         EXECUTE format('ALTER TABLE %I.%I ENABLE ALWAYS TRIGGER %I', d.nspname, d.relname, '~fencing_enforce');
     END LOOP;
     -- A child that also inherits from a table protected otherwise would be
@@ -695,6 +730,48 @@ BEGIN
               USING DETAIL = 'Writes to the table are refused while a BEFORE ROW INSERT or UPDATE trigger fires after "~fencing_enforce".',
                     HINT = 'Rename the trigger so that its name sorts before "~fencing_enforce".';
     END LOOP;
+END
+$fn$;
+
+CREATE FUNCTION fencing.protect(tbl regclass, token_column name DEFAULT NULL, allow_equal boolean DEFAULT false,
+                                on_stale text DEFAULT 'error', fence_deletes boolean DEFAULT true,
+                                tombstones boolean DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+    PERFORM fencing.install_check(tbl, token_column, allow_equal, on_stale, fence_deletes, tombstones, NULL);
+END
+$fn$;
+
+-- (1.2) Makes every token up to `floor` stale for a protected table (and its
+-- partitions and inheritance children): a write with such a token is
+-- rejected (23T01) whatever the row or its key's tombstone holds. For the
+-- cut-over to a logical replica, where every token of the old primary must
+-- be stale. Only raises the floor; moves the token counter past it first
+-- (as fencing.advance_past, whose privileges it needs). Returns the floor.
+CREATE FUNCTION fencing.raise_floor(tbl regclass, floor bigint) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    p record;
+BEGIN
+    IF tbl IS NULL OR floor IS NULL THEN
+        RAISE EXCEPTION 'table and floor must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl) THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid USING ERRCODE = '42P01';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl AND pg_has_role(current_user, c.relowner, 'USAGE')) THEN
+        RAISE EXCEPTION 'must be owner of table %', (SELECT c.relname FROM pg_class c WHERE c.oid = tbl)
+              USING ERRCODE = '42501', HINT = 'Only the table''s owner or a superuser may raise its floor.';
+    END IF;
+    SELECT * INTO p FROM fencing.protected v WHERE v.tbl = raise_floor.tbl;
+    IF p.tbl IS NULL THEN
+        RAISE EXCEPTION 'table "%" is not protected by fencing', (SELECT c.relname FROM pg_class c WHERE c.oid = tbl)
+              USING ERRCODE = '55000',
+                    DETAIL = 'fencing.protected does not list it: it has no complete check of its own (a partition or an inheritance child has the check of the table it belongs to).',
+                    HINT = 'Protect it with fencing.protect(table), or raise the floor of the table it belongs to.';
+    END IF;
+    PERFORM fencing.install_check(tbl, p.token_column, p.allow_equal, p.on_stale, p.fence_deletes, p.tombstones, floor);
+    RETURN (SELECT v.floor FROM fencing.protected v WHERE v.tbl = raise_floor.tbl);
 END
 $fn$;
 COMMENT ON FUNCTION fencing.protect(regclass, name, boolean, text, boolean, boolean) IS
@@ -738,6 +815,10 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION fencing.unprotect(regclass) IS 'Removes the protection of a table';
+COMMENT ON FUNCTION fencing.raise_floor(regclass, bigint) IS
+    'Makes every token up to a floor stale for a protected table (moves the counter past it first)';
+COMMENT ON FUNCTION fencing.install_check(regclass, name, boolean, text, boolean, boolean, bigint) IS
+    'Installs the check of protect and raise_floor on a table and the tables a write through it reaches';
 
 -------------------------------------------------------------------------------
 -- fencing.protected:
@@ -751,7 +832,8 @@ COMMENT ON FUNCTION fencing.unprotect(regclass) IS 'Removes the protection of a 
 --  * It lists a check only where it is in force as the module reads it:
 --    enabled (not DISABLEd, not ENABLE REPLICA), BEFORE each row of every
 --    INSERT, UPDATE and DELETE, without a WHEN condition or a column list,
---    with five arguments the check accepts. A partitioned table holds no
+--    with five arguments the check accepts, or six with a floor (1.2,
+--    fencing.raise_floor) the check reads alike. A partitioned table holds no
 --    rows: its check is in force when every leaf partition's clone of it is
 --    (whatever ALTER TABLE ONLY did to its own), and the clones are not
 --    listed. Any role may attach fencing.enforce() to a table of its own
@@ -764,7 +846,8 @@ SELECT t.tgrelid::regclass AS tbl,
        a[2] IN ('true', 't', 'on') AS allow_equal,
        a[3]::text                  AS on_stale,
        a[4] IN ('true', 't', 'on') AS fence_deletes,
-       a[5] IN ('true', 't', 'on') AS tombstones
+       a[5] IN ('true', 't', 'on') AS tombstones,
+       CASE WHEN a[6] ~ '^[0-9]{1,19}$' AND a[6]::numeric <= 9223372036854775807 THEN a[6]::bigint END AS floor
   FROM pg_catalog.pg_trigger t
   JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
  CROSS JOIN LATERAL (
@@ -791,7 +874,7 @@ SELECT t.tgrelid::regclass AS tbl,
    AND t.tgtype = 31  -- ROW | BEFORE | INSERT | DELETE | UPDATE
    AND t.tgqual IS NULL
    AND pg_catalog.cardinality(t.tgattr::pg_catalog.int2[]) = 0
-   AND t.tgnargs = 5
+   AND (t.tgnargs = 5 OR (t.tgnargs = 6 AND a[6] ~ '^[0-9]{1,19}$' AND a[6]::numeric <= 9223372036854775807))
    AND a[2] IN ('true', 't', 'on', 'false', 'f', 'off')
    AND a[3] IN ('error', 'skip')
    AND a[4] IN ('true', 't', 'on', 'false', 'f', 'off')

@@ -51,6 +51,11 @@ struct WriteInput {
     // replicated), is accepted with the deleted row's token as its own (the
     // key's tombstone records that token).
     bool replicated = false;
+    // (1.2) Replicated only: the subscription's owner is a superuser, whose
+    // publisher's judgement a tokenless DELETE is applied on. A DELETE from
+    // another owner's subscription, or on a table with a floor (cut over:
+    // its publisher is the old primary), is skipped.
+    bool trusted_publisher = false;
 };
 
 enum class Verdict {

@@ -199,6 +199,13 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
         ereport(ERROR,
                 (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION), errmsg("cannot acquire a fencing lock during recovery"),
                  errhint("Acquire fencing locks on the primary.")));
+    // (1.2) Not in a replication connection (replication=database runs
+    // SQL): the cut-over to a logical replica closes the old primary's
+    // database with CONNECTION LIMIT 0, which walsenders pass.
+    if (am_walsender)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("cannot acquire a fencing lock in a replication connection"),
+                        errhint("Acquire fencing locks in an ordinary connection.")));
     const core::LockOptions opts = lock_options_arg(fcinfo, try_only);
     // The supervisor enforces leases and keeps lock-delays.
     if (lease_ms > 0) supervisor::require("leases");

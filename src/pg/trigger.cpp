@@ -138,14 +138,18 @@ void build_call_site(CallSite* cs, TriggerData* td) {
     if (!parse_bool_arg(trig->tgargs[4], &b)) bad_arguments(trig, rel, "tombstones must be true or false.");
     cs->use_tombstones = b;
     cs->key.built = false;
-    // (1.2) The table's floor (fencing.raise_floor): a decimal token.
+    // (1.2) The table's floor (fencing.raise_floor): 1 to 19 decimal digits,
+    // at most 9223372036854775807; exactly what fencing.protected reads.
     if (trig->tgnargs == 6) {
         const char* text = trig->tgargs[5];
+        const std::size_t n = strlen(text);
+        bool digits = n >= 1 && n <= 19;
+        for (std::size_t i = 0; digits && i < n; ++i) digits = text[i] >= '0' && text[i] <= '9';
         char* end = nullptr;
         errno = 0;
-        const long long f = strtoll(text, &end, 10);
-        if (errno != 0 || end == text || *end != '\0' || f < 0)
-            bad_arguments(trig, rel, "The floor must be a token (a non-negative integer).");
+        const long long f = digits ? strtoll(text, &end, 10) : -1;
+        if (!digits || errno != 0 || f < 0)
+            bad_arguments(trig, rel, "The floor must be a token: 1 to 19 decimal digits, at most 9223372036854775807.");
         mode.floor = static_cast<std::int64_t>(f);
     }
 
@@ -439,6 +443,10 @@ Datum enforce(FunctionCallInfo fcinfo) {
     in.setting = pg::token_setting();
     // (1.2) A logical replication worker applying a subscription's change.
     in.replicated = IsLogicalWorker();
+    // A logical replication worker connects as its subscription's owner
+    // (the session user; the apply may run a change as the table's owner):
+    // a superuser's subscription is trusted with tokenless DELETEs.
+    in.trusted_publisher = in.replicated && superuser_arg(GetSessionUserId());
     HeapTuple result = nullptr;
     HeapTuple keyrow = nullptr;
     switch (ev) {

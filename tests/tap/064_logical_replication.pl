@@ -29,6 +29,10 @@
 #      and new tokens exceed every token of the old primary;
 #  (e) a superuser's session_replication_role = replica on the subscriber
 #      does not get a stale write past the check either;
+#  (e2) a replication connection (which CONNECTION LIMIT 0 lets in) to the
+#      old primary acquires nothing;
+#  (g) a subscription whose owner lost superuser: its tokenless DELETEs are
+#      skipped, its other changes judged;
 #  (f) (PostgreSQL 16 on) a role that may write the table, create
 #      subscriptions (pg_create_subscription) and CREATE in the database:
 #      its own stale write gets 23T01, and so does nothing through a
@@ -256,10 +260,18 @@ is($rc, 0, 'after the cut-over: a write with a new token is accepted');
 my $t1 = tok($sub, 'acct:1');
 ($rc) = app_psql($sub, "UPDATE accounts SET balance = 111, fence_token = $t1 WHERE id = 1");
 $pub->safe_psql('postgres', "UPDATE accounts SET balance = 777, fence_token = $floor WHERE id = 1");
+# And its DELETEs, which carry no token: of a row the new primary rewrote
+# (1, before the UPDATE above arrives) and of one nobody rewrote (4).
+$pub->safe_psql('postgres',
+	"BEGIN; SELECT fencing.use(fencing.acquire_xact('acct:del')); DELETE FROM accounts WHERE id IN (1, 4); COMMIT");
+my $sk = skips();
 $sub->safe_psql('postgres', 'ALTER SUBSCRIPTION sub_app ENABLE');
 $pub->wait_for_catchup('sub_app');
 is($sub->safe_psql('postgres', 'SELECT balance, fence_token FROM accounts WHERE id = 1'), "111|$t1",
 	'after the cut-over: a stale change through the old primary, replicated later, is skipped');
+is($sub->safe_psql('postgres', 'SELECT count(*) FROM accounts WHERE id IN (1, 4)'), '2',
+	'after the cut-over: replicated DELETEs from the old primary are skipped on a table with a floor');
+is(skips(), $sk + 3, 'the UPDATE and both DELETEs count as stale skips');
 $sub->safe_psql('postgres', 'DROP SUBSCRIPTION sub_app');
 
 # ---- (e) replica mode on the subscriber ----------------------------------------------
@@ -267,6 +279,46 @@ $sub->safe_psql('postgres', 'DROP SUBSCRIPTION sub_app');
 ($rc, $o, $e) = $sub->psql('postgres',
 	"SET session_replication_role = replica; UPDATE accounts SET balance = 1, fence_token = $stale WHERE id = 4");
 like($e, qr/stale fence token/, 'a superuser\'s session_replication_role = replica does not bypass the check');
+
+# ---- (e2) the old primary's replication connections acquire nothing -------------------
+
+$pub->safe_psql('postgres', 'CREATE ROLE rep LOGIN REPLICATION; GRANT USAGE ON SCHEMA fencing TO rep');
+my ($rrc, $ro, $re) = $pub->psql('postgres', "SELECT fencing.acquire_xact('acct:1')",
+	connstr => $pub->connstr('postgres') . ' user=rep replication=database');
+like($re, qr/cannot acquire a fencing lock in a replication connection/,
+	'a replication connection (replication=database, which CONNECTION LIMIT 0 does not stop) acquires nothing');
+
+# ---- (g) a subscription whose owner is no superuser any more ---------------------------
+
+# Its replicated DELETEs, which carry no token, are skipped (the role could
+# not delete without a token itself); its INSERTs and UPDATEs are judged.
+my $notes = q{
+  CREATE TABLE notes (id int PRIMARY KEY, v text, fence_token fencing.token);
+  SELECT fencing.protect('notes');
+};
+$pub->safe_psql('postgres', $notes . 'CREATE PUBLICATION pub_notes FOR TABLE notes');
+$sub->safe_psql('postgres', $notes . q{
+  CREATE ROLE eve LOGIN SUPERUSER;
+  GRANT SELECT, INSERT, UPDATE, DELETE ON notes TO eve;
+});
+# (16 on: a subscription of a non-superuser owner must log in with a
+# password unless password_required is off, which a superuser may set.)
+my $eve_with = $sub->pg_version >= 16 ? ' WITH (password_required = false)' : '';
+$sub->safe_psql('postgres', "SET ROLE eve; CREATE SUBSCRIPTION sub_eve CONNECTION '$connstr' PUBLICATION pub_notes$eve_with");
+$sub->wait_for_subscription_sync($pub, 'sub_eve');
+$sub->safe_psql('postgres', 'ALTER ROLE eve NOSUPERUSER');
+my $n1 = tok($pub, 'note:1');
+$pub->safe_psql('postgres', "INSERT INTO notes VALUES (1, 'kept', $n1), (2, 'two', $n1)");
+$pub->wait_for_catchup('sub_eve');
+is($sub->safe_psql('postgres', 'SELECT count(*) FROM notes'), '2', 'demoted owner: its INSERTs with tokens are applied');
+my $ske = skips();
+$pub->safe_psql('postgres', "BEGIN; SELECT fencing.use(fencing.acquire_xact('note:1')); DELETE FROM notes WHERE id = 1; COMMIT");
+$pub->safe_psql('postgres', "UPDATE notes SET v = 'later', fence_token = " . tok($pub, 'note:2') . " WHERE id = 2");
+$pub->wait_for_catchup('sub_eve');
+is($sub->safe_psql('postgres', 'SELECT id, v FROM notes ORDER BY id'), "1|kept\n2|later",
+	'demoted owner: its tokenless DELETE is skipped, the next change applied');
+is(skips(), $ske + 1, 'demoted owner: the DELETE counts as a stale skip');
+$sub->safe_psql('postgres', 'DROP SUBSCRIPTION sub_eve');
 
 # ---- (f) a subscription owned by a non-superuser ---------------------------------------
 
@@ -308,10 +360,11 @@ SKIP:
 	is($frc, 0, 'non-superuser: creates a subscription of its own, running as itself') or diag($fe);
 	$pub->wait_for_catchup('sub_mallory');
 	$pub->safe_psql('postgres', "UPDATE ledger SET v = 'stale', fence_token = 2 WHERE id = 1");
+	$pub->safe_psql('postgres', "BEGIN; SELECT fencing.use(4); DELETE FROM ledger WHERE id = 1; COMMIT");
 	$pub->safe_psql('postgres', "INSERT INTO ledger VALUES (2, 'next', 3)");
 	$pub->wait_for_catchup('sub_mallory');
 	is($sub->safe_psql('postgres', 'SELECT id, v, fence_token FROM ledger ORDER BY id'), "1|new|$t\n2|next|3",
-		'non-superuser: the stale change through its subscription is skipped, the next one applied');
+		'non-superuser: the stale change and the tokenless DELETE through its subscription are skipped, the next one applied');
 	ok(!$sub->log_contains('relation "ledger".*stale fence token'), 'non-superuser: the apply worker never failed');
 	$sub->safe_psql('postgres', 'DROP SUBSCRIPTION sub_mallory');
 }

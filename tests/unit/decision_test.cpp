@@ -596,6 +596,7 @@ TEST(DecisionUpdateSetting, UnchangedNamedColumnDefersToSetting) {
 namespace {
 WriteInput replicated(WriteInput in) {
     in.replicated = true;
+    in.trusted_publisher = true;
     return in;
 }
 }  // namespace
@@ -678,6 +679,19 @@ TEST(DecisionFloor, FencedDeleteButNotAnUnfencedOne) {
 TEST(DecisionFloor, ReplicatedChangesSkippedDeletesApplied) {
     EXPECT_TRUE(rejected(decide(replicated(update(10, 50, true, NUL)), floored(100)), OnStale::skip,
                          RejectReason::below_floor, 50));
-    // A replicated DELETE carries no token: applied with the row's own.
-    EXPECT_TRUE(accepted(decide(replicated(del(10, NUL)), floored(100)), 10, false));
+    // A replicated DELETE carries no token: on a table with a floor (cut
+    // over, its publisher the old primary) it is skipped.
+    EXPECT_TRUE(rejected(decide(replicated(del(10, NUL)), floored(100)), OnStale::skip, RejectReason::no_token, NUL));
+    EXPECT_TRUE(rejected(decide(replicated(del(500, NUL)), floored(100)), OnStale::skip, RejectReason::no_token, NUL));
+}
+
+TEST(DecisionReplicated, DeleteOfAnUntrustedSubscriptionSkipped) {
+    // A subscription whose owner is no superuser: its tokenless DELETEs are
+    // skipped, whatever on_stale says; without fence_deletes unchecked.
+    for (OnStale s : kBothOnStale) {
+        WriteInput in = replicated(del(10, NUL));
+        in.trusted_publisher = false;
+        EXPECT_TRUE(rejected(decide(in, mode(false, s, true)), OnStale::skip, RejectReason::no_token, NUL));
+        EXPECT_TRUE(decide(in, mode(false, s, false)).unchecked);
+    }
 }
