@@ -6,6 +6,7 @@
 #include "pg/settings.hpp"
 #include "pg/stats.hpp"
 #include "pg/supervisor.hpp"
+#include "pg/tombstone_summary.hpp"
 
 static_assert(fencing::core::kPureCore, "the core must be built without PostgreSQL headers");
 
@@ -18,6 +19,7 @@ extern "C" PGDLLEXPORT void _PG_init(void);
 void _PG_init(void) {
     fencing::pg::stats::init();  // before define_settings() reserves the "fencing." prefix
     fencing::pg::supervisor::init();
+    fencing::pg::tombstone_summary::init();
     fencing::pg::define_settings();
     fencing::pg::register_session_callbacks();
 }

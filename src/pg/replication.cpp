@@ -16,6 +16,8 @@
 // own. Any other writer (a restore's COPY, a superuser's hand, also under
 // session_replication_role = replica) passes through it unchanged.
 #include "pg/bridge.hpp"
+#include "pg/catalog_ids.hpp"
+#include "pg/tombstone_summary.hpp"
 
 extern "C" {
 #include "commands/trigger.h"
@@ -32,6 +34,15 @@ FENCING_FUNCTION(fencing_local_state) {
                             errmsg("fencing.local_state() must be a BEFORE ROW trigger")));
         // A change replicated from another database's fencing state: skipped.
         if (IsLogicalWorker()) return fencing::pg::compat::null_datum();
+        // A tombstone written by SQL (a superuser's hand, a restore) counts
+        // as recorded for the table it names (pg/tombstone_summary.hpp).
+        if (!TRIGGER_FIRED_BY_DELETE(td->tg_event) &&
+            RelationGetRelid(td->tg_relation) == fencing::pg::fencing_relation(fencing::pg::FencingRel::tombstones)) {
+            HeapTuple row = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple;
+            bool isnull = true;
+            const Datum tbl = heap_getattr(row, 1, RelationGetDescr(td->tg_relation), &isnull);
+            if (!isnull) fencing::pg::tombstone_summary::recorded(DatumGetObjectId(tbl));
+        }
         return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple);
     });
 }

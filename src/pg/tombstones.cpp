@@ -23,6 +23,7 @@
 // old row still live: the INSERT failed with a unique violation (or became
 // the UPSERT's UPDATE, judged against that row).
 #include "pg/tombstones.hpp"
+#include "pg/tombstone_summary.hpp"
 
 #include "pg/bridge.hpp"
 #include "pg/catalog_ids.hpp"
@@ -592,6 +593,11 @@ std::optional<std::int64_t> claim(Oid owner, std::uint64_t hash, Site* site, Mem
     }
 }
 
+bool any_tombstone(Oid owner) {
+    std::uint64_t hash = 0;
+    return hashes_of(handle(), owner, &hash, 1) > 0;
+}
+
 void record(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token) {
     if (XactReadOnly)
         ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
@@ -599,6 +605,9 @@ void record(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token) {
                                RelationGetRelationName(rel)),
                         errdetail("A fenced DELETE writes a tombstone into fencing.tombstones.")));
     Handle* h = handle();
+    // Before the tombstone exists, and before the row is deleted: an INSERT
+    // that skipped its lookup is refused at commit.
+    tombstone_summary::recorded(owner);
     const LOCKTAG tag = key_tag(owner, hash);
     (void)LockAcquire(&tag, ExclusiveLock, false, false);
     put(h, owner, hash, token, GetCurrentTimestamp(), tag);
@@ -608,6 +617,7 @@ void record(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token) {
 std::int64_t move_table(Oid from, Oid to) {
     if (from == to) return 0;
     Handle* h = handle();
+    tombstone_summary::recorded(to);
     constexpr int kBatch = 10000;
     std::uint64_t* hashes = static_cast<std::uint64_t*>(palloc(sizeof(std::uint64_t) * kBatch));
     std::int64_t moved = 0;

@@ -107,4 +107,8 @@ std::int64_t forget_older_than(TimestampTz cutoff);
 // the others go with their owner, at the end of the (sub)transaction).
 void release(Site* site);
 
+// (1.2) Whether the table whose tombstones OWNER keeps has one, committed or
+// in progress (for tombstone_summary).
+bool any_tombstone(Oid owner);
+
 }  // namespace fencing::pg::tombstones

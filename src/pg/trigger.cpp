@@ -8,6 +8,7 @@
 #include "pg/catalog_ids.hpp"
 #include "pg/events.hpp"
 #include "pg/settings.hpp"
+#include "pg/tombstone_summary.hpp"
 #include "pg/tombstones.hpp"
 
 #include "core/decision.hpp"
@@ -528,6 +529,10 @@ Datum enforce(FunctionCallInfo fcinfo) {
                                     "with fencing.protect(table, tombstones => false).")));
         switch (ev) {
             case core::WriteEvent::insert:
+                // (1.2) A table without tombstones: nothing to look up (its
+                // transaction is refused at commit if one was recorded since).
+                if (!in.replicated && pg::tombstone_summary::insert_may_skip(cs->tombstone_owner, tombstones::any_tombstone))
+                    break;
                 new_key = tombstones::hash_key(&cs->key, rel, td->tg_trigtuple);
                 in.deleted = tombstones::claim(cs->tombstone_owner, new_key, &cs->site, fcinfo->flinfo->fn_mcxt);
                 break;

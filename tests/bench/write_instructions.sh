@@ -2,7 +2,8 @@
 # write_instructions.sh [REF] -- CPU instructions per fenced write, against
 # PostgreSQL's floor for any row trigger: the same statements on the same
 # table with a no-op C BEFORE ROW trigger (tests/bench/noop_trigger.c),
-# counted by valgrind (callgrind) in a single-user backend. The working
+# counted by valgrind (callgrind) in a single-user backend that preloads
+# fencing (shared_preload_libraries, as production runs it). The working
 # tree's module, and REF's (a git ref; "none" to skip it) for before/after.
 #
 # Each figure is the difference between a run of 3N and one of N writes,
@@ -65,7 +66,8 @@ ir() {  # ir BIN DATA SQL: instructions (callgrind Ir) of a backend running SQL
   local bin="$1" data="$2" sql="$3" out
   out="$run/cg.$RANDOM$RANDOM"
   printf '%s\n' "$sql" | as_user valgrind --tool=callgrind --callgrind-out-file="$out" --trace-children=no \
-      "$bin/postgres" --single -D "$data" -c log_min_messages=warning postgres >/dev/null 2>>"$run/valgrind.log"
+      "$bin/postgres" --single -D "$data" -c log_min_messages=warning -c shared_preload_libraries=fencing \
+      postgres >/dev/null 2>>"$run/valgrind.log"
   sed -n 's/^summary: //p;s/^totals: //p' "$out" | head -1
   rm -f "$out"
 }

@@ -1,0 +1,184 @@
+// The per-table tombstone summary in shared memory (see
+// tombstone_summary.hpp and core/tombstone_summary.hpp).
+//
+// A fixed table of slots, open addressing on (database, table): a slot is
+// claimed by a compare-and-swap of its key and never given back (a table
+// dropped keeps it; a table that later gets its OID starts from what it
+// says, which can only make INSERTs look keys up). When every slot is
+// taken, tables without one look their keys up, as without the preload.
+#include "pg/tombstone_summary.hpp"
+
+#include "core/tombstone_summary.hpp"
+
+#include <type_traits>
+
+extern "C" {
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+}
+
+namespace fencing::pg::tombstone_summary {
+
+namespace core = fencing::core::tombstone_summary;
+
+namespace {
+
+struct Slot {
+    pg_atomic_uint64 key;  // (database << 32) | table; 0: free
+    pg_atomic_uint64 generation;
+};
+static_assert(std::is_trivially_destructible_v<Slot>);
+
+constexpr int kSlots = 8192;
+Slot* slots = nullptr;
+shmem_startup_hook_type previous_startup_hook = nullptr;
+
+Size shared_size() { return mul_size(kSlots, sizeof(Slot)); }
+
+void request() { RequestAddinShmemSpace(shared_size()); }
+
+void startup() {
+    if (previous_startup_hook) previous_startup_hook();
+    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+    bool found = false;
+    slots = static_cast<Slot*>(ShmemInitStruct("fencing tombstone summary", shared_size(), &found));
+    if (!found)
+        for (int i = 0; i < kSlots; ++i) {
+            pg_atomic_init_u64(&slots[i].key, 0);
+            pg_atomic_init_u64(&slots[i].generation, core::kUnknown);
+        }
+    LWLockRelease(AddinShmemInitLock);
+}
+
+std::uint64_t key_of(Oid owner) { return (static_cast<std::uint64_t>(MyDatabaseId) << 32) | owner; }
+
+// The table's slot, claimed if it has none; nullptr when all are taken.
+Slot* find(Oid owner) {
+    if (slots == nullptr || !OidIsValid(owner) || !OidIsValid(MyDatabaseId)) return nullptr;
+    const std::uint64_t key = key_of(owner);
+    std::uint64_t h = key * UINT64_C(0x9E3779B97F4A7C15);
+    for (int probe = 0; probe < kSlots; ++probe) {
+        Slot* s = &slots[(h >> 40) % kSlots];
+        std::uint64_t k = pg_atomic_read_u64(&s->key);
+        if (k == 0) {
+            std::uint64_t expected = 0;
+            if (pg_atomic_compare_exchange_u64(&s->key, &expected, key)) return s;
+            k = expected;
+        }
+        if (k == key) return s;
+        h += UINT64_C(1) << 40;
+    }
+    return nullptr;
+}
+
+// This backend's slots of recent tables (slots never move).
+struct Cached {
+    Oid owner;
+    Slot* slot;
+};
+constexpr int kCached = 16;
+Cached cache[kCached];
+int cache_next = 0;
+
+Slot* slot_of(Oid owner) {
+    for (const Cached& c : cache)
+        if (c.owner == owner && c.slot != nullptr) return c.slot;
+    Slot* s = find(owner);
+    if (s != nullptr) {
+        cache[cache_next] = Cached{owner, s};
+        cache_next = (cache_next + 1) % kCached;
+    }
+    return s;
+}
+
+// The tables this transaction inserted into without lookups: what their
+// generation was, and how many tombstones of theirs it recorded since.
+struct Skipping {
+    Oid owner;
+    Slot* slot;
+    std::uint64_t seen;
+    std::uint64_t own;
+};
+constexpr int kSkipping = 32;
+Skipping skipping[kSkipping];
+int nskipping = 0;
+bool callback_registered = false;
+
+void verify() {
+    for (int i = 0; i < nskipping; ++i) {
+        const Skipping& s = skipping[i];
+        const std::uint64_t now = pg_atomic_read_u64(&s.slot->generation);
+        if (!core::recorded_by_others(s.seen, now, s.own)) continue;
+        const char* name = get_rel_name(s.owner);
+        nskipping = 0;
+        ereport(ERROR,
+                (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                 errmsg("could not check the inserted keys of relation \"%s\" against its tombstones",
+                        name != nullptr ? name : "?"),
+                 errdetail("The table had no tombstones when this transaction inserted into it, so its INSERTs "
+                           "did not look their keys up; another transaction has recorded a tombstone of the "
+                           "table since, and a key this transaction inserted may be one it deleted."),
+                 errhint("Retry the transaction.")));
+    }
+}
+
+void xact_callback(XactEvent event, void*) {
+    switch (event) {
+        case XACT_EVENT_PRE_COMMIT:
+        case XACT_EVENT_PRE_PREPARE:
+            verify();
+            break;
+        case XACT_EVENT_COMMIT:
+        case XACT_EVENT_ABORT:
+        case XACT_EVENT_PREPARE:
+        case XACT_EVENT_PARALLEL_COMMIT:
+        case XACT_EVENT_PARALLEL_ABORT:
+            nskipping = 0;
+            break;
+        default:
+            break;
+    }
+}
+
+}  // namespace
+
+void init() {
+    if (!process_shared_preload_libraries_in_progress) return;
+    compat::request_shared_memory(request);
+    previous_startup_hook = shmem_startup_hook;
+    shmem_startup_hook = startup;
+}
+
+void recorded(Oid owner) {
+    Slot* s = slot_of(owner);
+    if (s == nullptr) return;
+    (void)pg_atomic_fetch_add_u64(&s->generation, core::kStep);
+    for (int i = 0; i < nskipping; ++i)
+        if (skipping[i].slot == s) ++skipping[i].own;
+}
+
+bool insert_may_skip(Oid owner, bool (*any_tombstone)(Oid)) {
+    for (int i = 0; i < nskipping; ++i)
+        if (skipping[i].owner == owner) return true;
+    if (nskipping == kSkipping) return false;
+    Slot* s = slot_of(owner);
+    if (s == nullptr) return false;
+    std::uint64_t g = pg_atomic_read_u64(&s->generation);
+    if (g == core::kUnknown && !any_tombstone(owner)) {
+        // None, committed or in progress: unless one was recorded while we
+        // looked (the generation moved on), the table has none.
+        std::uint64_t expected = core::kUnknown;
+        (void)pg_atomic_compare_exchange_u64(&s->generation, &expected, core::kNone);
+        g = pg_atomic_read_u64(&s->generation);
+    }
+    if (!core::insert_may_skip(g)) return false;
+    if (!callback_registered) {
+        RegisterXactCallback(xact_callback, nullptr);
+        callback_registered = true;
+    }
+    skipping[nskipping++] = Skipping{owner, s, g, 0};
+    return true;
+}
+
+}  // namespace fencing::pg::tombstone_summary
