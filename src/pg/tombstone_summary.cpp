@@ -13,9 +13,12 @@
 #include <type_traits>
 
 extern "C" {
+#include "commands/dbcommands.h"
+#include "nodes/parsenodes.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
+#include "tcop/utility.h"
 }
 
 namespace fencing::pg::tombstone_summary {
@@ -112,14 +115,13 @@ void verify() {
         if (!core::recorded_by_others(s.seen, now, s.own)) continue;
         const char* name = get_rel_name(s.owner);
         nskipping = 0;
-        ereport(ERROR,
-                (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-                 errmsg("could not check the inserted keys of relation \"%s\" against its tombstones",
-                        name != nullptr ? name : "?"),
-                 errdetail("The table had no tombstones when this transaction inserted into it, so its INSERTs "
-                           "did not look their keys up; another transaction has recorded a tombstone of the "
-                           "table since, and a key this transaction inserted may be one it deleted."),
-                 errhint("Retry the transaction.")));
+        ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                        errmsg("could not check the inserted keys of relation \"%s\" against its tombstones",
+                               name != nullptr ? name : "?"),
+                        errdetail("The table had no tombstones when this transaction inserted into it, so its INSERTs "
+                                  "did not look their keys up; another transaction has recorded a tombstone of the "
+                                  "table since, and a key this transaction inserted may be one it deleted."),
+                        errhint("Retry the transaction.")));
     }
 }
 
@@ -141,6 +143,33 @@ void xact_callback(XactEvent event, void*) {
     }
 }
 
+// A database dropped takes its tables' tombstones with it, and a database
+// created later may get its OID (CREATE DATABASE ... OID, or a wrapped
+// counter) with tables of the same OIDs copied from a template that has
+// tombstones: what its slots say is forgotten, before the DROP (no backend
+// of it is left to write, once it has begun) and after it (one that ended
+// meanwhile may have looked a table up).
+void forget_database(Oid db) {
+    if (slots == nullptr || !OidIsValid(db)) return;
+    for (int i = 0; i < kSlots; ++i)
+        if ((pg_atomic_read_u64(&slots[i].key) >> 32) == db) pg_atomic_write_u64(&slots[i].generation, core::kUnknown);
+}
+
+ProcessUtility_hook_type previous_process_utility = nullptr;
+
+void utility(PlannedStmt* pstmt, const char* query, bool read_only_tree, ProcessUtilityContext context,
+             ParamListInfo params, QueryEnvironment* env, DestReceiver* dest, QueryCompletion* qc) {
+    Oid dropped = InvalidOid;
+    if (IsA(pstmt->utilityStmt, DropdbStmt))
+        dropped = get_database_oid(castNode(DropdbStmt, pstmt->utilityStmt)->dbname, true);
+    forget_database(dropped);
+    if (previous_process_utility)
+        previous_process_utility(pstmt, query, read_only_tree, context, params, env, dest, qc);
+    else
+        standard_ProcessUtility(pstmt, query, read_only_tree, context, params, env, dest, qc);
+    forget_database(dropped);
+}
+
 }  // namespace
 
 void init() {
@@ -148,6 +177,8 @@ void init() {
     compat::request_shared_memory(request);
     previous_startup_hook = shmem_startup_hook;
     shmem_startup_hook = startup;
+    previous_process_utility = ProcessUtility_hook;
+    ProcessUtility_hook = utility;
 }
 
 void recorded(Oid owner) {

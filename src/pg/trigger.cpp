@@ -531,7 +531,8 @@ Datum enforce(FunctionCallInfo fcinfo) {
             case core::WriteEvent::insert:
                 // (1.2) A table without tombstones: nothing to look up (its
                 // transaction is refused at commit if one was recorded since).
-                if (!in.replicated && pg::tombstone_summary::insert_may_skip(cs->tombstone_owner, tombstones::any_tombstone))
+                if (!in.replicated &&
+                    pg::tombstone_summary::insert_may_skip(cs->tombstone_owner, tombstones::any_tombstone))
                     break;
                 new_key = tombstones::hash_key(&cs->key, rel, td->tg_trigtuple);
                 in.deleted = tombstones::claim(cs->tombstone_owner, new_key, &cs->site, fcinfo->flinfo->fn_mcxt);

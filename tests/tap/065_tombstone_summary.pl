@@ -1,0 +1,73 @@
+# An INSERT into a table without tombstones skips the tombstone lookup
+# (fencing preloaded): the server keeps, per database and table, whether
+# the table has any. A database dropped and created again under its old OID,
+# from a template in which the same table (same OID) has tombstones, must not
+# inherit what the dropped database's table said: a stale INSERT of a key
+# deleted in the template is rejected (23T01) in the new database.
+#
+#   app:  t, no tombstones; an INSERT there (the server notes "none")
+#   tmpl: CREATE DATABASE tmpl TEMPLATE app; a fenced DELETE of key 1 (50)
+#   DROP DATABASE app; CREATE DATABASE app TEMPLATE tmpl OID = <app's OID>
+#   app:  INSERT of key 1 with token 20 -> 23T01
+#
+# Also: a row written into fencing.tombstones by SQL counts as a tombstone
+# of the table it names, for INSERTs that come after it.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('summary');
+$node->init;
+$node->append_conf('postgresql.conf', q{
+shared_preload_libraries = 'fencing'
+log_min_messages = warning
+});
+$node->start;
+
+$node->safe_psql('postgres', 'CREATE DATABASE app');
+$node->safe_psql('app', q{
+  CREATE EXTENSION fencing;
+  CREATE TABLE t (id int PRIMARY KEY, v text, fence_token fencing.token);
+  SELECT fencing.protect('t');
+  INSERT INTO t VALUES (1, 'one', 10);
+});
+my $oid = $node->safe_psql('postgres', "SELECT oid FROM pg_database WHERE datname = 'app'");
+# An INSERT with no tombstone anywhere: the server notes that t has none.
+$node->safe_psql('app', "INSERT INTO t VALUES (2, 'two', 10)");
+
+$node->safe_psql('postgres', 'CREATE DATABASE tmpl TEMPLATE app');
+$node->safe_psql('tmpl', "BEGIN; SET LOCAL fencing.token = '50'; DELETE FROM t WHERE id = 1; COMMIT");
+is($node->safe_psql('tmpl', 'SELECT count(*) FROM fencing.tombstones'), '1', 'the template has a tombstone of key 1');
+
+$node->safe_psql('postgres', 'DROP DATABASE app');
+$node->safe_psql('postgres', "CREATE DATABASE app TEMPLATE tmpl OID = $oid");
+is($node->safe_psql('app', q{SELECT count(*) FROM fencing.tombstones WHERE tbl = 't'::regclass}), '1',
+	'the database created again under its old OID has the tombstone, under the same table OID');
+my ($rc, $out, $err) = $node->psql('app', "INSERT INTO t VALUES (1, 'stale', 20)");
+like($err, qr/stale fence token/, 'a stale INSERT of the deleted key is rejected there (23T01)');
+is($node->safe_psql('app', 'SELECT count(*) FROM t WHERE id = 1'), '0', 'the stale row did not land');
+
+# A tombstone written by SQL (as a restore would) counts for later INSERTs.
+$node->safe_psql('app', q{
+  CREATE TABLE u (id int PRIMARY KEY, fence_token fencing.token);
+  SELECT fencing.protect('u');
+  INSERT INTO u VALUES (1, 10);
+});
+# The key hash of id = 7 as the module computes it: from a fenced DELETE of
+# it in a scratch table of the same key type, whose tombstone we copy.
+$node->safe_psql('app', q{
+  CREATE TABLE scratch (id int PRIMARY KEY, fence_token fencing.token);
+  SELECT fencing.protect('scratch');
+  INSERT INTO scratch VALUES (7, 10);
+  BEGIN; SET LOCAL fencing.token = '70'; DELETE FROM scratch WHERE id = 7; COMMIT;
+  INSERT INTO fencing.tombstones
+  SELECT 'u'::regclass, key_hash, token, deleted_at FROM fencing.tombstones WHERE tbl = 'scratch'::regclass;
+});
+($rc, $out, $err) = $node->psql('app', "INSERT INTO u VALUES (7, 20)");
+like($err, qr/stale fence token/, 'a tombstone written by SQL is met by a later INSERT (23T01)');
+
+$node->stop;
+done_testing();
