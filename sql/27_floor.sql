@@ -69,6 +69,8 @@ SELECT fencing.acquire_xact('fl:1') > :big AS counter_past_floor;
 -- Misuse.
 SELECT fencing.raise_floor('fl', -1);
 \echo :SQLSTATE
+SELECT fencing.raise_floor('fl', 0);
+\echo :SQLSTATE
 SELECT fencing.raise_floor(NULL, 1);
 \echo :SQLSTATE
 CREATE TABLE fl_plain (id int PRIMARY KEY, fence_token fencing.token);

@@ -299,10 +299,11 @@ BEGIN
 
     -- The floor the table's check has (its sixth argument), kept; a floor
     -- given raises it, the counter moved past it first.
-    IF floor < 0 THEN
-        RAISE EXCEPTION 'floor must not be negative' USING ERRCODE = '22023';
+    IF floor <= 0 THEN
+        RAISE EXCEPTION 'floor must be positive' USING ERRCODE = '22023',
+              DETAIL = 'Tokens are positive: a floor below 1 would make no token stale.';
     END IF;
-    SELECT CASE WHEN a.arg ~ '^[0-9]{1,19}$' AND a.arg::numeric <= 9223372036854775807 THEN a.arg::bigint END
+    SELECT CASE WHEN a.arg ~ '^[0-9]{1,19}$' AND a.arg::numeric BETWEEN 1 AND 9223372036854775807 THEN a.arg::bigint END
       INTO old_floor
       FROM pg_trigger t
      CROSS JOIN LATERAL (
@@ -435,7 +436,7 @@ SELECT t.tgrelid::regclass AS tbl,
        a[3]::text                  AS on_stale,
        a[4] IN ('true', 't', 'on') AS fence_deletes,
        a[5] IN ('true', 't', 'on') AS tombstones,
-       CASE WHEN a[6] ~ '^[0-9]{1,19}$' AND a[6]::numeric <= 9223372036854775807 THEN a[6]::bigint END AS floor
+       CASE WHEN a[6] ~ '^[0-9]{1,19}$' AND a[6]::numeric BETWEEN 1 AND 9223372036854775807 THEN a[6]::bigint END AS floor
   FROM pg_catalog.pg_trigger t
   JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
  CROSS JOIN LATERAL (
@@ -590,3 +591,28 @@ COMMENT ON VIEW fencing.locks IS 'One row per held or awaited fencing lock, and 
 COMMENT ON VIEW fencing.protected IS 'The protected tables and how their writes are checked';
 COMMENT ON VIEW fencing.stats IS 'Lock and write statistics of this database (with the preload)';
 COMMENT ON VIEW fencing.table_stats IS 'Stale writes per protected table (with the preload)';
+
+-------------------------------------------------------------------------------
+-- (1.2) A retired database: the old primary of a cut-over to a logical
+-- replica (docs/operations.md). Once fencing.retire() has put its one row
+-- here, no acquisition succeeds in the database (55000), nor in a copy of
+-- it (CREATE DATABASE ... TEMPLATE) or a restore of its dump, which carry
+-- the row: otherwise a fresh counter there would jump above every token of
+-- the database that took over. Only a superuser can take the row out
+-- (there is no GRANT on the table). Logical replication does not carry it
+-- (a subscriber is the database that takes over).
+-------------------------------------------------------------------------------
+CREATE TABLE fencing.retired (
+    retired_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+CREATE UNIQUE INDEX retired_one_row ON fencing.retired ((true));
+SELECT pg_catalog.pg_extension_config_dump('fencing.retired', '');
+CREATE TRIGGER retired_local BEFORE INSERT OR UPDATE OR DELETE ON fencing.retired
+    FOR EACH ROW EXECUTE FUNCTION fencing.local_state();
+ALTER TABLE fencing.retired ENABLE ALWAYS TRIGGER retired_local;
+COMMENT ON TABLE fencing.retired IS 'One row once the database is retired: it issues no fencing tokens';
+CREATE FUNCTION fencing.retire() RETURNS void
+    AS 'MODULE_PATHNAME', 'fencing_retire' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION fencing.retire() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing.retire() TO pg_database_owner;
+COMMENT ON FUNCTION fencing.retire() IS 'Retires this database: no acquisition succeeds in it, its copies or restores';

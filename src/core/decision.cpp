@@ -88,7 +88,7 @@ Decision decide(const WriteInput& in, const ProtectMode& mode) noexcept {
     // A replicated DELETE: the publisher judged it with a token the
     // subscriber never sees; the row's own token is the most it knows.
     if (in.event == WriteEvent::del && mode.fence_deletes) {
-        if (!in.trusted_publisher || mode.floor) {
+        if (mode.floor) {
             Decision d;
             d.verdict = Verdict::reject_skip;
             d.reason = RejectReason::no_token;

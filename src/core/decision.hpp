@@ -50,12 +50,10 @@ struct WriteInput {
     // carries no token of its own (the publisher's fencing.token is not
     // replicated), is accepted with the deleted row's token as its own (the
     // key's tombstone records that token).
+    // On a table with a floor (cut over: its publisher is the old primary),
+    // a replicated DELETE is skipped. (Only a superuser's subscription may
+    // replicate DELETEs at all: checked before, pg/trigger.cpp.)
     bool replicated = false;
-    // (1.2) Replicated only: the subscription's owner is a superuser, whose
-    // publisher's judgement a tokenless DELETE is applied on. A DELETE from
-    // another owner's subscription, or on a table with a floor (cut over:
-    // its publisher is the old primary), is skipped.
-    bool trusted_publisher = false;
 };
 
 enum class Verdict {

@@ -10,9 +10,9 @@ namespace fencing::pg {
 
 namespace {
 
-constexpr int kRels = static_cast<int>(FencingRel::tombstones_pkey) + 1;
-constexpr const char* kRelNames[kRels] = {"fence_state",     "fence_state_pkey", "token_seq",      "key_secret",
-                                          "notify_settings", "tombstones",       "tombstones_pkey"};
+constexpr int kRels = static_cast<int>(FencingRel::retired) + 1;
+constexpr const char* kRelNames[kRels] = {"fence_state",     "fence_state_pkey", "token_seq",       "key_secret",
+                                          "notify_settings", "tombstones",       "tombstones_pkey", "retired"};
 
 Oid namespace_oid = InvalidOid;
 Oid rel_oid[kRels] = {};

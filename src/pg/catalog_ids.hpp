@@ -28,6 +28,7 @@ enum class FencingRel {
     notify_settings,  // from 1.1 on
     tombstones,       // from 1.1 on
     tombstones_pkey,
+    retired,  // from 1.2 on
 };
 
 // Schema fencing's OID, or InvalidOid.

@@ -10,6 +10,7 @@
 #include "pg/events.hpp"
 #include "pg/fence_state.hpp"
 #include "pg/lock_options.hpp"
+#include "pg/retirement.hpp"
 #include "pg/lock_tags.hpp"
 #include "pg/session.hpp"
 #include "pg/supervisor.hpp"
@@ -206,6 +207,8 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
         ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                         errmsg("cannot acquire a fencing lock in a replication connection"),
                         errhint("Acquire fencing locks in an ordinary connection.")));
+    // (1.2) Nor in a retired database (the old primary of a cut-over).
+    retirement::refuse_if_retired();
     const core::LockOptions opts = lock_options_arg(fcinfo, try_only);
     // The supervisor enforces leases and keeps lock-delays.
     if (lease_ms > 0) supervisor::require("leases");

@@ -151,7 +151,8 @@ void build_call_site(CallSite* cs, TriggerData* td) {
         const long long f = digits ? strtoll(text, &end, 10) : -1;
         if (!digits || errno != 0 || f < 0)
             bad_arguments(trig, rel, "The floor must be a token: 1 to 19 decimal digits, at most 9223372036854775807.");
-        mode.floor = static_cast<std::int64_t>(f);
+        // A floor of 0 makes no token stale: none (as fencing.protected shows it).
+        if (f > 0) mode.floor = static_cast<std::int64_t>(f);
     }
 
     cs->relid = RelationGetRelid(rel);
@@ -444,10 +445,23 @@ Datum enforce(FunctionCallInfo fcinfo) {
     in.setting = pg::token_setting();
     // (1.2) A logical replication worker applying a subscription's change.
     in.replicated = IsLogicalWorker();
-    // A logical replication worker connects as its subscription's owner
-    // (the session user; the apply may run a change as the table's owner):
-    // a superuser's subscription is trusted with tokenless DELETEs.
-    in.trusted_publisher = in.replicated && superuser_arg(GetSessionUserId());
+    // (1.2) A replicated DELETE carries no token: only a superuser's
+    // subscription is trusted with it (a logical replication worker connects
+    // as its subscription's owner, the session user; the apply may run a
+    // change as the table's owner). Another owner could not delete the row
+    // without a token itself. An error, not a skip: a skipped DELETE would
+    // leave the row, and the next INSERT of its key would fail on every
+    // retry anyway.
+    if (in.replicated && ev == core::WriteEvent::del && cs->mode.fence_deletes && !superuser_arg(GetSessionUserId()))
+        ereport(ERROR,
+                (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                 errmsg("replicated DELETE on protected relation \"%s\" needs a subscription owned by a superuser",
+                        RelationGetRelationName(rel)),
+                 errdetail("A replicated DELETE carries no fence token, and the subscription's owner \"%s\" could "
+                           "not delete a row of the table without one.",
+                           GetUserNameFromId(GetSessionUserId(), false)),
+                 errhint("Have a superuser own the subscription, or publish the table without deletes "
+                         "(WITH (publish = 'insert, update')).")));
     HeapTuple result = nullptr;
     HeapTuple keyrow = nullptr;
     switch (ev) {

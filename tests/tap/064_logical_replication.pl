@@ -31,8 +31,8 @@
 #      does not get a stale write past the check either;
 #  (e2) a replication connection (which CONNECTION LIMIT 0 lets in) to the
 #      old primary acquires nothing;
-#  (g) a subscription whose owner lost superuser: its tokenless DELETEs are
-#      skipped, its other changes judged;
+#  (g) a subscription whose owner lost superuser: its tokenless DELETEs fail
+#      the apply (42501), its other changes are judged;
 #  (f) (PostgreSQL 16 on) a role that may write the table, create
 #      subscriptions (pg_create_subscription) and CREATE in the database:
 #      its own stale write gets 23T01, and so does nothing through a
@@ -103,7 +103,7 @@ my $connstr = $pub->connstr . ' dbname=postgres';
 $sub->safe_psql('postgres', "CREATE SUBSCRIPTION sub_all CONNECTION '$connstr' PUBLICATION pub_all");
 $sub->wait_for_subscription_sync($pub, 'sub_all');
 is($sub->safe_psql('postgres', q{SELECT count(*) FILTER (WHERE srsubstate NOT IN ('r', 's')), count(*)
-  FROM pg_subscription_rel}), '0|5', 'FOR ALL TABLES: every table of the publication is synchronised');
+  FROM pg_subscription_rel}), '0|6', 'FOR ALL TABLES: every table of the publication is synchronised');
 is($sub->safe_psql('postgres', 'SELECT id, balance FROM accounts ORDER BY id'), "1|100\n2|200",
 	'FOR ALL TABLES: the protected table is copied');
 is($sub->safe_psql('postgres', $state), $sub_before,
@@ -205,12 +205,12 @@ my $s4 = tok($pub, 'acct:4');
 $pub->safe_psql('postgres', 'REVOKE INSERT, UPDATE, DELETE ON accounts FROM app');
 $pub->wait_for_catchup('sub_app');
 $sub->safe_psql('postgres', 'ALTER SUBSCRIPTION sub_app DISABLE');
-# 3. The old primary's database closes to every role but superusers (no
-# other session is left to acquire, none can start, not after a restart
-# either); the newest counter record is read in the closing session, once
-# every other session has ended.
+# 3. The old primary's database is retired (no acquisition succeeds in it,
+# nor in copies of it, whoever asks), and the newest counter record is read
+# once every other session (one may be in the middle of an acquisition)
+# has ended.
 my $floor = $pub->safe_psql('postgres', q{
-  ALTER DATABASE postgres CONNECTION LIMIT 0;
+  SELECT fencing.retire() \gset
   SELECT bool_and(pg_terminate_backend(pid, 10000)) IS NOT FALSE AS ended FROM pg_stat_activity
    WHERE datname = current_database() AND pid <> pg_backend_pid() \gset
   SELECT last_value + log_cnt FROM fencing.token_seq WHERE :'ended'});
@@ -222,14 +222,30 @@ is($sub->safe_psql('postgres', "SELECT floor FROM fencing.protected WHERE tbl = 
 cmp_ok(tok($sub, 'acct:0'), '>', $floor, 'raise_floor moved the counter past the floor');
 
 isnt($floor, '', 'every other session of the old primary ended before the floor was read');
-# The old primary hands out no token any more, not after a restart either.
+# The old primary hands out no token any more: not to a superuser either,
+# not after a restart, not in a copy of the database made by its owner, and
+# the database owner cannot undo it.
 (my $rc9, my $o9, my $e9) = app_psql($pub, "SELECT fencing.acquire_xact('acct:9')");
-like($e9, qr/too many connections for database/, 'after the cut-over: the old primary issues no token');
+like($e9, qr/issues no fencing tokens any more/, 'after the cut-over: the old primary issues no token (55000)');
+($rc9, $o9, $e9) = $pub->psql('postgres', "SELECT fencing.try_acquire('acct:9')");
+like($e9, qr/issues no fencing tokens any more/, 'after the cut-over: not to a superuser either');
 $pub->restart;
 ($rc9, $o9, $e9) = app_psql($pub, "SELECT fencing.acquire_xact('acct:9')");
-like($e9, qr/too many connections for database/, 'after the cut-over: nor after a restart');
-# Someone opens it again: a stale write through it is still refused (1).
-$pub->safe_psql('postgres', 'ALTER DATABASE postgres CONNECTION LIMIT -1');
+like($e9, qr/issues no fencing tokens any more/, 'after the cut-over: nor after a restart');
+$pub->safe_psql('postgres', q{
+  CREATE ROLE dbo LOGIN CREATEDB;
+  CREATE DATABASE old_app OWNER dbo;
+});
+$pub->safe_psql('old_app', q{
+  CREATE EXTENSION fencing;
+  SELECT fencing.retire();
+  SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'old_app' AND pid <> pg_backend_pid();
+});
+($rc9, $o9, $e9) = $pub->psql('old_app', 'DELETE FROM fencing.retired', extra_params => [ '-U', 'dbo' ]);
+like($e9, qr/permission denied/, 'the database owner cannot take the retirement back');
+$pub->safe_psql('postgres', 'CREATE DATABASE old_app_copy TEMPLATE old_app', extra_params => [ '-U', 'dbo' ]);
+($rc9, $o9, $e9) = $pub->psql('old_app_copy', "SELECT fencing.acquire_xact('acct:9')", extra_params => [ '-U', 'dbo' ]);
+like($e9, qr/issues no fencing tokens any more/, 'a copy of a retired database issues no token either');
 ($rc, my $o, my $e) = app_psql($pub, "UPDATE accounts SET balance = 888, fence_token = $s5 WHERE id = 4");
 like($e, qr/permission denied/, 'after the cut-over: the old primary refuses the application\'s writes');
 # Stale writes through the new primary: the INSERT of the key the old
@@ -262,8 +278,7 @@ my $t1 = tok($sub, 'acct:1');
 $pub->safe_psql('postgres', "UPDATE accounts SET balance = 777, fence_token = $floor WHERE id = 1");
 # And its DELETEs, which carry no token: of a row the new primary rewrote
 # (1, before the UPDATE above arrives) and of one nobody rewrote (4).
-$pub->safe_psql('postgres',
-	"BEGIN; SELECT fencing.use(fencing.acquire_xact('acct:del')); DELETE FROM accounts WHERE id IN (1, 4); COMMIT");
+$pub->safe_psql('postgres', "BEGIN; SELECT fencing.use($floor + 1); DELETE FROM accounts WHERE id IN (1, 4); COMMIT");
 my $sk = skips();
 $sub->safe_psql('postgres', 'ALTER SUBSCRIPTION sub_app ENABLE');
 $pub->wait_for_catchup('sub_app');
@@ -307,24 +322,23 @@ my $eve_with = $sub->pg_version >= 16 ? ' WITH (password_required = false)' : ''
 $sub->safe_psql('postgres', "SET ROLE eve; CREATE SUBSCRIPTION sub_eve CONNECTION '$connstr' PUBLICATION pub_notes$eve_with");
 $sub->wait_for_subscription_sync($pub, 'sub_eve');
 $sub->safe_psql('postgres', 'ALTER ROLE eve NOSUPERUSER');
-my $n1 = tok($pub, 'note:1');
-$pub->safe_psql('postgres', "INSERT INTO notes VALUES (1, 'kept', $n1), (2, 'two', $n1)");
+$pub->safe_psql('postgres', "INSERT INTO notes VALUES (1, 'kept', 100), (2, 'two', 100)");
 $pub->wait_for_catchup('sub_eve');
 is($sub->safe_psql('postgres', 'SELECT count(*) FROM notes'), '2', 'demoted owner: its INSERTs with tokens are applied');
-my $ske = skips();
-$pub->safe_psql('postgres', "BEGIN; SELECT fencing.use(fencing.acquire_xact('note:1')); DELETE FROM notes WHERE id = 1; COMMIT");
-$pub->safe_psql('postgres', "UPDATE notes SET v = 'later', fence_token = " . tok($pub, 'note:2') . " WHERE id = 2");
-$pub->wait_for_catchup('sub_eve');
-is($sub->safe_psql('postgres', 'SELECT id, v FROM notes ORDER BY id'), "1|kept\n2|later",
-	'demoted owner: its tokenless DELETE is skipped, the next change applied');
-is(skips(), $ske + 1, 'demoted owner: the DELETE counts as a stale skip');
+my $offset = -s $sub->logfile;
+$pub->safe_psql('postgres', "BEGIN; SELECT fencing.use(200); DELETE FROM notes WHERE id = 1; COMMIT");
+$sub->wait_for_log(qr/replicated DELETE on protected relation "notes" needs a subscription owned by a superuser/,
+	$offset);
+pass('demoted owner: its replicated DELETE fails the apply (42501), which says why');
+is($sub->safe_psql('postgres', 'SELECT id, v FROM notes ORDER BY id'), "1|kept\n2|two",
+	'demoted owner: the row it would have deleted without a token stays');
 $sub->safe_psql('postgres', 'DROP SUBSCRIPTION sub_eve');
 
 # ---- (f) a subscription owned by a non-superuser ---------------------------------------
 
 SKIP:
 {
-	skip 'subscriptions owned by non-superusers come with PostgreSQL 16', 4 if $sub->pg_version < 16;
+	skip 'subscriptions owned by non-superusers come with PostgreSQL 16', 5 if $sub->pg_version < 16;
 	my $ddl = q{
 	  CREATE TABLE ledger (id int PRIMARY KEY, v text, fence_token fencing.token);
 	  SELECT fencing.protect('ledger');
@@ -360,11 +374,16 @@ SKIP:
 	is($frc, 0, 'non-superuser: creates a subscription of its own, running as itself') or diag($fe);
 	$pub->wait_for_catchup('sub_mallory');
 	$pub->safe_psql('postgres', "UPDATE ledger SET v = 'stale', fence_token = 2 WHERE id = 1");
-	$pub->safe_psql('postgres', "BEGIN; SELECT fencing.use(4); DELETE FROM ledger WHERE id = 1; COMMIT");
 	$pub->safe_psql('postgres', "INSERT INTO ledger VALUES (2, 'next', 3)");
 	$pub->wait_for_catchup('sub_mallory');
 	is($sub->safe_psql('postgres', 'SELECT id, v, fence_token FROM ledger ORDER BY id'), "1|new|$t\n2|next|3",
-		'non-superuser: the stale change and the tokenless DELETE through its subscription are skipped, the next one applied');
+		'non-superuser: the stale change through its subscription is skipped, the next one applied');
+	my $moff = -s $sub->logfile;
+	$pub->safe_psql('postgres', "BEGIN; SELECT fencing.use(4); DELETE FROM ledger WHERE id = 1; COMMIT");
+	$sub->wait_for_log(qr/replicated DELETE on protected relation "ledger" needs a subscription owned by a superuser/,
+		$moff);
+	is($sub->safe_psql('postgres', 'SELECT count(*) FROM ledger WHERE id = 1'), '1',
+		'non-superuser: a DELETE through its subscription (no token) fails the apply; the row stays');
 	ok(!$sub->log_contains('relation "ledger".*stale fence token'), 'non-superuser: the apply worker never failed');
 	$sub->safe_psql('postgres', 'DROP SUBSCRIPTION sub_mallory');
 }

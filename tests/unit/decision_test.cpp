@@ -596,7 +596,6 @@ TEST(DecisionUpdateSetting, UnchangedNamedColumnDefersToSetting) {
 namespace {
 WriteInput replicated(WriteInput in) {
     in.replicated = true;
-    in.trusted_publisher = true;
     return in;
 }
 }  // namespace
@@ -683,15 +682,4 @@ TEST(DecisionFloor, ReplicatedChangesSkippedDeletesApplied) {
     // over, its publisher the old primary) it is skipped.
     EXPECT_TRUE(rejected(decide(replicated(del(10, NUL)), floored(100)), OnStale::skip, RejectReason::no_token, NUL));
     EXPECT_TRUE(rejected(decide(replicated(del(500, NUL)), floored(100)), OnStale::skip, RejectReason::no_token, NUL));
-}
-
-TEST(DecisionReplicated, DeleteOfAnUntrustedSubscriptionSkipped) {
-    // A subscription whose owner is no superuser: its tokenless DELETEs are
-    // skipped, whatever on_stale says; without fence_deletes unchecked.
-    for (OnStale s : kBothOnStale) {
-        WriteInput in = replicated(del(10, NUL));
-        in.trusted_publisher = false;
-        EXPECT_TRUE(rejected(decide(in, mode(false, s, true)), OnStale::skip, RejectReason::no_token, NUL));
-        EXPECT_TRUE(decide(in, mode(false, s, false)).unchecked);
-    }
 }
