@@ -22,6 +22,8 @@
 #                       tombstones of other keys (ROWS of them)
 #   ins_deleted         INSERT ... SELECT of deleted keys (each has a
 #                       tombstone), with a newer token
+# FENCING_IR_PROTECT_ARGS: more arguments of protect(), e.g.
+# ", tombstones => false" for the cost without tombstones.
 # FENCING_IR_N (single-row statements, default 300), FENCING_IR_ROWS (bulk
 # rows, default 5000). Needs valgrind; run as root like make bench. Prints
 # a Markdown table.
@@ -31,6 +33,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
 ref="${1:-main}"
 N="${FENCING_IR_N:-300}"
 ROWS="${FENCING_IR_ROWS:-5000}"
+PROTECT_ARGS="${FENCING_IR_PROTECT_ARGS:-}"
 WORKLOADS="${FENCING_IR_WORKLOADS:-ins1 upd1 del1 ins_bulk copy del_bulk upd_bulk ins_other ins_deleted}"
 ensure_packages "${BASE_PACKAGES[@]}" valgrind
 ensure_user
@@ -80,7 +83,7 @@ table() {  # table V P
   if [ "$1" = noop ]; then
     echo "CREATE TRIGGER a_noop BEFORE INSERT OR UPDATE OR DELETE ON t FOR EACH ROW EXECUTE FUNCTION bench_noop_trigger();"
   else
-    echo "SELECT fencing.protect('t');"
+    echo "SELECT fencing.protect('t'${PROTECT_ARGS});"
   fi
   echo "VACUUM ANALYZE t;" "CHECKPOINT;"
 }

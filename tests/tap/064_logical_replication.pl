@@ -317,8 +317,9 @@ $sub->safe_psql('postgres', $notes . q{
   GRANT SELECT, INSERT, UPDATE, DELETE ON notes TO eve;
 });
 # (16 on: a subscription of a non-superuser owner must log in with a
-# password unless password_required is off, which a superuser may set.)
-my $eve_with = $sub->pg_version >= 16 ? ' WITH (password_required = false)' : '';
+# password unless password_required is off, which a superuser may set; it
+# runs as its owner, which may not become the table's owner otherwise.)
+my $eve_with = $sub->pg_version >= 16 ? ' WITH (password_required = false, run_as_owner = true)' : '';
 $sub->safe_psql('postgres', "SET ROLE eve; CREATE SUBSCRIPTION sub_eve CONNECTION '$connstr' PUBLICATION pub_notes$eve_with");
 $sub->wait_for_subscription_sync($pub, 'sub_eve');
 $sub->safe_psql('postgres', 'ALTER ROLE eve NOSUPERUSER');
