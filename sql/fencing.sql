@@ -459,6 +459,18 @@ CREATE FUNCTION fencing.tombstone_key_problem(tbl regclass)
     RETURNS text AS 'MODULE_PATHNAME', 'fencing_tombstone_key_problem' LANGUAGE C STABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION fencing.tombstone_key_problem(regclass) IS 'Why a table''s primary key cannot carry tombstones, or NULL (used by protect)';
 
+-- (1.2) The tables a write through a table reaches: the table itself first,
+-- then its partitions and inheritance children at any depth, each once,
+-- with what install_check needs of them (src/pg/inheritance.cpp, the one
+-- walk of pg_inherits). For the table's owner (used by protect); it shows
+-- nothing that pg_class does not show any role.
+CREATE FUNCTION fencing.reached_tables(tbl regclass)
+    RETURNS TABLE (oid oid, relname name, nspname name, relkind "char", relispartition boolean,
+                   relpersistence "char")
+    AS 'MODULE_PATHNAME', 'fencing_reached_tables' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION fencing.reached_tables(regclass) IS
+    'The tables a write through a table reaches: itself, its partitions and inheritance children (used by protect)';
+
 -- protect refuses unlogged tables (also among the partitions and inheritance
 -- children a write through the table reaches): crash recovery empties them
 -- without firing triggers and leaves no tombstones. The event triggers
@@ -539,16 +551,10 @@ BEGIN
     -- partitions and inheritance children): crash recovery empties it
     -- without firing triggers and leaves no tombstones, so a stale write
     -- would create its rows again.
-    SELECT c.relname, c.oid = tbl AS itself INTO unlogged
-      FROM pg_class c
-     WHERE c.relpersistence = 'u'
-       AND c.oid IN (SELECT tbl::oid
-                     UNION ALL
-                     (WITH RECURSIVE tree(rel) AS (
-                          SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
-                          UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
-                      SELECT rel FROM tree))
-     ORDER BY c.oid = tbl DESC, c.relname LIMIT 1;
+    SELECT t.relname, t.oid = tbl AS itself INTO unlogged
+      FROM fencing.reached_tables(tbl) t
+     WHERE t.relpersistence = 'u'
+     ORDER BY t.oid = tbl DESC, t.relname LIMIT 1;
     IF unlogged.relname IS NOT NULL THEN
         RAISE EXCEPTION 'unlogged table "%" cannot be protected', unlogged.relname USING ERRCODE = '0A000',
               DETAIL = CASE WHEN unlogged.itself THEN ''
@@ -611,11 +617,8 @@ BEGIN
     -- partitions get clones of it (their own checks make way), inheritance
     -- children (legacy inheritance, at any depth) the same check as their
     -- own trigger.
-    FOR d IN WITH RECURSIVE tree(rel) AS (
-                 SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
-                 UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
-             SELECT c.oid, c.relname, c.relkind, c.relispartition, n.nspname
-               FROM tree JOIN pg_class c ON c.oid = tree.rel JOIN pg_namespace n ON n.oid = c.relnamespace LOOP
+    FOR d IN SELECT t.oid, t.relname, t.relkind, t.relispartition, t.nspname
+               FROM fencing.reached_tables(tbl) t WHERE t.oid <> tbl LOOP
         IF d.relkind = 'f' AND NOT d.relispartition THEN
             RAISE EXCEPTION 'foreign table "%" inherits from table "%"', d.relname, r.relname USING ERRCODE = '0A000',
                   DETAIL = format('Writes through "%s" reach the foreign table, which cannot be protected.', r.relname),
@@ -628,13 +631,9 @@ BEGIN
     -- Tombstones remember deleted rows by primary key: the table, and each
     -- inheritance child (which does not inherit its parent's), needs one.
     IF use_tombstones THEN
-        FOR d IN SELECT tbl::oid AS oid, r.relname AS relname
-                 UNION ALL
-                 (WITH RECURSIVE tree(rel) AS (
-                      SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
-                      UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
-                  SELECT c.oid, c.relname FROM tree JOIN pg_class c ON c.oid = tree.rel WHERE NOT c.relispartition) LOOP
-            IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = d.oid AND c.relpersistence = 't') THEN
+        FOR d IN SELECT t.oid, t.relname, t.relpersistence
+                   FROM fencing.reached_tables(tbl) t WHERE t.oid = tbl OR NOT t.relispartition LOOP
+            IF d.relpersistence = 't' THEN
                 RAISE EXCEPTION 'temporary table "%" cannot have tombstones', d.relname USING ERRCODE = '0A000',
                       DETAIL = format('It inherits from "%s", which would be protected with tombstones; PostgreSQL drops a temporary table at the end of its session without running event triggers, so its tombstones would outlive it.', r.relname),
                       HINT = 'Protect the table with tombstones => false, or remove the temporary table from it (ALTER TABLE ... NO INHERIT).';
@@ -684,12 +683,8 @@ BEGIN
     -- replication's apply workers, session_replication_role = replica).
     -- Partitions' clones take it over, those created later too.
     EXECUTE format('ALTER TABLE %I.%I ENABLE ALWAYS TRIGGER %I', r.nspname, r.relname, '~fencing_enforce');
-    FOR d IN WITH RECURSIVE tree(rel) AS (
-                 SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = tbl
-                 UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.rel)
-             SELECT c.oid, c.relname, n.nspname
-               FROM tree JOIN pg_class c ON c.oid = tree.rel JOIN pg_namespace n ON n.oid = c.relnamespace
-              WHERE NOT c.relispartition LOOP
+    FOR d IN SELECT t.oid, t.relname, t.nspname
+               FROM fencing.reached_tables(tbl) t WHERE t.oid <> tbl AND NOT t.relispartition LOOP
         EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE ON %I.%I FOR EACH ROW '
                        'EXECUTE FUNCTION fencing.enforce(%L, %L, %L, %L, %L%s)',
                        '~fencing_enforce', d.nspname, d.relname, col, allow_equal::text, on_stale, fence_deletes::text,
@@ -703,10 +698,7 @@ BEGIN
       JOIN pg_trigger pt ON pt.tgrelid = i.inhparent AND pt.tgname = '~fencing_enforce'
       JOIN pg_trigger ct ON ct.tgrelid = i.inhrelid AND ct.tgname = '~fencing_enforce' AND ct.tgparentid = 0
      WHERE pt.tgargs <> ct.tgargs
-       AND i.inhrelid IN (WITH RECURSIVE tree(rel) AS (
-                              SELECT i2.inhrelid FROM pg_inherits i2 WHERE i2.inhparent = tbl
-                              UNION SELECT i2.inhrelid FROM pg_inherits i2 JOIN tree ON i2.inhparent = tree.rel)
-                          SELECT rel FROM tree)
+       AND i.inhrelid IN (SELECT t.oid FROM fencing.reached_tables(tbl) t WHERE t.oid <> tbl)
      LIMIT 1;
     IF d.child IS NOT NULL THEN
         RAISE EXCEPTION 'table "%" inherits from protected tables with different settings', d.child USING ERRCODE = '0A000',

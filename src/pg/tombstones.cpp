@@ -27,6 +27,7 @@
 
 #include "pg/bridge.hpp"
 #include "pg/catalog_ids.hpp"
+#include "pg/inheritance.hpp"
 #include "pg/lock_tags.hpp"
 
 extern "C" {
@@ -35,7 +36,6 @@ extern "C" {
 #include "catalog/index.h"
 #include "catalog/pg_am_d.h"
 #include "catalog/pg_amop.h"
-#include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
 #include "common/hashfn.h"
 #include "utils/catcache.h"
@@ -523,30 +523,29 @@ namespace {
 
 Oid owner_walk(Oid relid, Oid check_fn, Chain* chain) {
     if (chain != nullptr) chain->add(relid);
-    Relation inh = table_open(InheritsRelationId, AccessShareLock);
     Relation tgrel = table_open(TriggerRelationId, AccessShareLock);
     Oid owner = relid;
     for (;;) {
         // The first parent (in inhseqno order) that carries the check: a
         // partition has one parent; an inheritance child of several parents
         // keeps its tombstones with the first protected one's owner.
-        ScanKeyData key;
-        ScanKeyInit(&key, Anum_pg_inherits_inhrelid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(owner));
-        SysScanDesc scan = systable_beginscan(inh, InheritsRelidSeqnoIndexId, true, nullptr, 1, &key);
+        List* parents = inheritance_parents(owner);
         Oid next = InvalidOid;
-        HeapTuple tup;
-        while (!OidIsValid(next) && HeapTupleIsValid(tup = systable_getnext(scan))) {
-            const Oid parent = reinterpret_cast<Form_pg_inherits>(GETSTRUCT(tup))->inhparent;
+        ListCell* lc;
+        foreach (lc, parents) {
+            const Oid parent = lfirst_oid(lc);
             if (chain != nullptr) chain->add(parent);
-            if (carries_check(tgrel, parent, check_fn)) next = parent;
+            if (carries_check(tgrel, parent, check_fn)) {
+                next = parent;
+                break;
+            }
         }
-        systable_endscan(scan);
+        list_free(parents);
         if (!OidIsValid(next)) break;
         owner = next;  // pg_inherits has no cycles
         CHECK_FOR_INTERRUPTS();
     }
     table_close(tgrel, AccessShareLock);
-    table_close(inh, AccessShareLock);
     return owner;
 }
 

@@ -4,15 +4,16 @@
 // fencing.token setting, asks core::decide(), and acts on the verdict. It
 // looks nothing up through search_path: columns by name in the relation's own
 // descriptor, values with heap_getattr, the comparison in C++.
+// The errors with which it refuses a write are rejections.cpp's.
 #include "pg/bridge.hpp"
 #include "pg/catalog_ids.hpp"
 #include "pg/events.hpp"
+#include "pg/rejections.hpp"
 #include "pg/settings.hpp"
 #include "pg/tombstone_summary.hpp"
 #include "pg/tombstones.hpp"
 
 #include "core/decision.hpp"
-#include "core/token.hpp"
 
 extern "C" {
 #include <cerrno>
@@ -20,13 +21,13 @@ extern "C" {
 
 #include "access/sysattr.h"
 #include "catalog/pg_trigger.h"
-#include "lib/stringinfo.h"
 #include "utils/relcache.h"
-#include "utils/rls.h"
 }
 
 using namespace fencing;
 namespace tombstones = fencing::pg::tombstones;
+namespace rejections = fencing::pg::rejections;
+using fencing::pg::rejections::report_stale;
 
 namespace {
 
@@ -188,146 +189,6 @@ std::optional<std::int64_t> token_of(HeapTuple tup, TupleDesc desc, AttrNumber a
     return DatumGetInt64(d);
 }
 
-// "(id, region)=(3, eu)" for the row's primary key, or "" without one.
-char* describe_key(Relation rel, HeapTuple tup) {
-    Oid pk = fencing::pg::compat::primary_key_index(rel);
-    if (!OidIsValid(pk) || tup == nullptr) return nullptr;
-    // As PostgreSQL's BuildIndexValueDescription: only for a role that may
-    // read the key columns, and never under row-level security.
-    const Oid relid = RelationGetRelid(rel);
-    if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED) return nullptr;
-    const bool table_select = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
-    Relation idx = index_open(pk, AccessShareLock);
-    if (!table_select) {
-        for (int k = 0; k < idx->rd_index->indnkeyatts; ++k) {
-            AttrNumber att = idx->rd_index->indkey.values[k];
-            if (att <= 0 || pg_attribute_aclcheck(relid, att, GetUserId(), ACL_SELECT) != ACLCHECK_OK) {
-                index_close(idx, AccessShareLock);
-                return nullptr;
-            }
-        }
-    }
-    TupleDesc desc = RelationGetDescr(rel);
-    StringInfoData names, values;
-    initStringInfo(&names);
-    initStringInfo(&values);
-    for (int k = 0; k < idx->rd_index->indnkeyatts; ++k) {
-        AttrNumber att = idx->rd_index->indkey.values[k];
-        if (att <= 0) continue;
-        Form_pg_attribute a = TupleDescAttr(desc, att - 1);
-        if (k > 0) {
-            appendStringInfoString(&names, ", ");
-            appendStringInfoString(&values, ", ");
-        }
-        appendStringInfoString(&names, quote_identifier(NameStr(a->attname)));
-        bool isnull = false;
-        Datum v = heap_getattr(tup, att, desc, &isnull);
-        if (isnull) {
-            appendStringInfoString(&values, "null");
-        } else {
-            Oid out;
-            bool varlena;
-            getTypeOutputInfo(a->atttypid, &out, &varlena);
-            appendStringInfoString(&values, OidOutputFunctionCall(out, v));
-        }
-    }
-    index_close(idx, AccessShareLock);
-    return psprintf("(%s)=(%s)", names.data, values.data);
-}
-
-// Whether the role may read the token column (to be shown the stored token).
-bool may_read_column(Relation rel, AttrNumber attnum) {
-    const Oid relid = RelationGetRelid(rel);
-    if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED) return false;
-    return pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK ||
-           pg_attribute_aclcheck(relid, attnum, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
-}
-
-[[noreturn]] void report_stale(Relation rel, const core::Decision& d, const core::WriteInput& in, HeapTuple keyrow,
-                               const char* column, AttrNumber attnum, std::int64_t floor) {
-    const std::optional<std::int64_t> stored = d.against_deleted ? in.deleted : in.stored;
-    const bool show_stored = may_read_column(rel, attnum);
-    const core::WriteEvent ev = in.event;
-    const bool unstated = ev == core::WriteEvent::update && !in.assigned && !in.setting;
-    char in_buf[core::kTokenTextMax], st_buf[core::kTokenTextMax];
-    if (d.incoming) core::format_token(*d.incoming, in_buf);
-    if (stored) core::format_token(*stored, st_buf);
-    const char* key = describe_key(rel, keyrow);
-    const char* what = ev == core::WriteEvent::insert   ? "inserted"
-                       : ev == core::WriteEvent::update ? "updated"
-                                                        : "deleted";
-    // The stored token only for a role that may read the token column.
-    const char* st = stored ? st_buf : "null";
-    char* detail;
-    if (d.reason == core::RejectReason::no_token && ev == core::WriteEvent::del)
-        detail = show_stored
-                     ? psprintf("Deleting from this table needs fencing.token to be set; the stored token is %s.", st)
-                     : pstrdup("Deleting from this table needs fencing.token to be set.");
-    else if (d.reason == core::RejectReason::no_token && ev == core::WriteEvent::insert)
-        detail = psprintf("The row carries no fence token in column \"%s\" and fencing.token is not set.", column);
-    else if (d.reason == core::RejectReason::no_token && in.assigned)
-        detail = show_stored ? psprintf("The UPDATE sets column \"%s\" to null; the stored token is %s.", column, st)
-                             : psprintf("The UPDATE sets column \"%s\" to null.", column);
-    else if (d.reason == core::RejectReason::no_token)
-        detail =
-            show_stored
-                ? psprintf("The row carries no fence token and fencing.token is not set; the stored token is %s.", st)
-                : pstrdup("The row carries no fence token and fencing.token is not set.");
-    else if (unstated)
-        detail = show_stored ? psprintf(
-                                   "The UPDATE does not assign column \"%s\" and fencing.token is not set, so the row "
-                                   "keeps its stored token %s.",
-                                   column, st)
-                             : psprintf(
-                                   "The UPDATE does not assign column \"%s\" and fencing.token is not set, so the row "
-                                   "keeps its stored token.",
-                                   column);
-    else if (d.against_deleted) {
-        // The row's key was deleted (an INSERT), or the key an UPDATE moves
-        // the row to was.
-        const char* whose = ev == core::WriteEvent::insert ? "a row of the same key" : "a row of the key it moves to";
-        detail = show_stored ? psprintf("Incoming token %s is not greater than the token %s with which %s was deleted.",
-                                        in_buf, st, whose)
-                             : psprintf("Incoming token %s is not greater than the token with which %s was deleted.",
-                                        in_buf, whose);
-    } else if (d.reason == core::RejectReason::below_floor) {
-        char fl_buf[core::kTokenTextMax];
-        core::format_token(floor, fl_buf);
-        detail = psprintf(
-            "Incoming token %s is not greater than %s, the floor of relation \"%s\": every token up to it is "
-            "stale (fencing.raise_floor).",
-            in_buf, fl_buf, RelationGetRelationName(rel));
-    } else
-        detail = show_stored ? psprintf("Incoming token %s is not greater than the stored token %s.", in_buf, st)
-                             : psprintf("Incoming token %s is not greater than the stored token.", in_buf);
-    // A session-level fencing.token is ignored (only the transaction's own
-    // token counts): say so, or the rejection would look like a bug.
-    const char* ignored = !in.setting && pg::token_setting_ignored()
-                              ? " A session-level fencing.token (SET without LOCAL) is ignored: set the "
-                                "transaction's token with SET LOCAL fencing.token or SELECT fencing.use($1)."
-                              : "";
-    // A write that carried no token has not lost a lock: say what it lacks.
-    char* hint = (d.reason == core::RejectReason::no_token || unstated) && ev == core::WriteEvent::del
-                     ? pstrdup(
-                           "The write carried no token: set the lock's token for the transaction with SELECT "
-                           "fencing.use($1).")
-                 : d.reason == core::RejectReason::no_token || unstated
-                     ? psprintf(
-                           "The write carried no token: assign the lock's token to column \"%s\", or set it for "
-                           "the transaction with SELECT fencing.use($1).",
-                           column)
-                     : pstrdup("The lock was lost: acquire it again and retry with the new token.");
-    if (key)
-        ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN),
-                        errmsg("stale fence token for relation \"%s\"", RelationGetRelationName(rel)),
-                        errdetail("%s The row with key %s was not %s.%s", detail, key, what, ignored),
-                        errhint("%s", hint), errtable(rel)));
-    ereport(ERROR, (errcode(ERRCODE_FENCING_STALE_TOKEN),
-                    errmsg("stale fence token for relation \"%s\"", RelationGetRelationName(rel)),
-                    errdetail("%s The row was not %s.%s", detail, what, ignored), errhint("%s", hint), errtable(rel)));
-    pg_unreachable();
-}
-
 // Whether ROLE may assign the token column with NEEDED (INSERT or UPDATE):
 // as the executor checks a column, the table's privilege or the column's
 // own, on the table that holds the row. Not on a partitioned table or an
@@ -419,25 +280,13 @@ Datum enforce(FunctionCallInfo fcinfo) {
     }
     if ((ev == core::WriteEvent::insert && cs->later_insert_trigger) ||
         (ev == core::WriteEvent::update && cs->later_update_trigger))
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("trigger \"%s\" on relation \"%s\" fires after the fencing check", cs->later_name,
-                               RelationGetRelationName(rel)),
-                        errdetail("Triggers fire in name order; a BEFORE ROW trigger that fires after \"%s\" could "
-                                  "change the fence token after it was checked.",
-                                  trig->tgname),
-                        errhint("Rename the trigger so that its name sorts before \"%s\".", trig->tgname)));
+        rejections::later_trigger(rel, cs->later_name, trig->tgname);
 
     // (1.2) Never on an unlogged table (protect() and the event triggers
     // refuse one; DDL while event triggers do not fire, or a check made by
     // hand, could still get here): crash recovery empties it without
     // triggers and without tombstones.
-    if (rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED)
-        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                        errmsg("unlogged table \"%s\" cannot be protected", RelationGetRelationName(rel)),
-                        errdetail("Crash recovery empties an unlogged table without firing triggers and leaves no "
-                                  "tombstones, so a stale write could create its rows again."),
-                        errhint("Make it a logged table (ALTER TABLE ... SET LOGGED), or remove trigger \"%s\".",
-                                trig->tgname)));
+    if (rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED) rejections::unlogged_table(rel, trig->tgname);
 
     TupleDesc desc = RelationGetDescr(rel);
     core::WriteInput in;
@@ -492,18 +341,7 @@ Datum enforce(FunctionCallInfo fcinfo) {
     if (ev == core::WriteEvent::update && in.assigned && in_referential_action()) {
         const Oid outer = GetOuterUserId();
         if (outer != GetUserId() && !may_assign_token(&cs->acl_outer, outer, rel, cs->attnum, ACL_UPDATE))
-            ereport(ERROR,
-                    (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                     errmsg("permission denied for column \"%s\" of relation \"%s\"",
-                            NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
-                     errdetail("The write is a referential action, run as the table's owner but set off in a "
-                               "session of role \"%s\"; it writes the fence token column \"%s\" with a value "
-                               "of the referenced table, and that needs the UPDATE privilege on the column for "
-                               "the session's role too.",
-                               GetUserNameFromId(outer, false), NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname)),
-                     errhint("Grant role \"%s\" UPDATE on the token column, or run the statement with a role "
-                             "that has it.",
-                             GetUserNameFromId(outer, false))));
+            rejections::referential_token_update(rel, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), outer);
     }
 
     if (ev == core::WriteEvent::del && cs->mode.fence_deletes && cs->moved_row_valid &&
@@ -523,24 +361,10 @@ Datum enforce(FunctionCallInfo fcinfo) {
         // hand could ask for them): PostgreSQL drops it at the end of its
         // session without event triggers, and its tombstones would stay.
         if (rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
-            ereport(ERROR,
-                    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                     errmsg("temporary table \"%s\" cannot have tombstones", RelationGetRelationName(rel)),
-                     errdetail("Trigger \"%s\" asks for tombstones; PostgreSQL drops a temporary table at the end "
-                               "of its session without running event triggers, so its tombstones would "
-                               "outlive it.",
-                               trig->tgname),
-                     errhint("Protect it with fencing.protect(table), which gives a temporary table no "
-                             "tombstones.")));
+            rejections::temporary_with_tombstones(rel, trig->tgname);
         if (!cs->key.built)
             cs->tombstone_owner = tombstones::prepare(&cs->key, rel, fcinfo->flinfo->fn_oid, fcinfo->flinfo->fn_mcxt);
-        if (!cs->key.usable)
-            ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                            errmsg("relation \"%s\" is protected with tombstones but has no usable primary key",
-                                   RelationGetRelationName(rel)),
-                            errdetail("%s Tombstones remember deleted rows by their primary key.", cs->key.problem),
-                            errhint("Give it a primary key that can carry tombstones, or protect the table "
-                                    "with fencing.protect(table, tombstones => false).")));
+        if (!cs->key.usable) rejections::no_usable_key(rel, cs->key.problem);
         switch (ev) {
             case core::WriteEvent::insert:
                 // (1.2) A table without tombstones: nothing to look up (its
@@ -599,27 +423,9 @@ Datum enforce(FunctionCallInfo fcinfo) {
         const Oid denied =
             ev == core::WriteEvent::del && !in.replicated ? role_denied_token(cs, rel, ACL_UPDATE) : InvalidOid;
         if (OidIsValid(denied) && denied == GetUserId())
-            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                            errmsg("permission denied for column \"%s\" of relation \"%s\"",
-                                   NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
-                            errdetail("A DELETE on this table records its fence token from fencing.token for the "
-                                      "deleted key (a tombstone), which a later INSERT of the key must beat; that "
-                                      "needs the UPDATE privilege on column \"%s\".",
-                                      NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname)),
-                            errhint("Grant the role UPDATE on the token column, or delete with a role that has it.")));
+            rejections::tombstone_token(rel, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname));
         if (OidIsValid(denied))
-            ereport(ERROR,
-                    (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                     errmsg("permission denied for column \"%s\" of relation \"%s\"",
-                            NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
-                     errdetail("The DELETE is a referential action, run as the table's owner but set off in a "
-                               "session of role \"%s\"; it records its fence token from fencing.token for the "
-                               "deleted key (a tombstone), which a later INSERT of the key must beat, and that "
-                               "needs the UPDATE privilege on column \"%s\" for the session's role too.",
-                               GetUserNameFromId(denied, false), NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname)),
-                     errhint("Grant role \"%s\" UPDATE on the token column, or run the statement with a role "
-                             "that has it.",
-                             GetUserNameFromId(denied, false))));
+            rejections::referential_tombstone_token(rel, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), denied);
         tombstones::record(rel, cs->tombstone_owner, old_key, *d.incoming);
     }
     if (d.fill_row && d.incoming) {
@@ -631,32 +437,10 @@ Datum enforce(FunctionCallInfo fcinfo) {
         const bool inserting = ev == core::WriteEvent::insert;
         const Oid denied = role_denied_token(cs, rel, inserting ? ACL_INSERT : ACL_UPDATE);
         if (OidIsValid(denied) && denied != GetUserId())
-            ereport(ERROR,
-                    (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                     errmsg("permission denied for column \"%s\" of relation \"%s\"",
-                            NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
-                     errdetail("The write is a referential action, run as the table's owner but set off in a "
-                               "session of role \"%s\"; it takes its fence token from fencing.token, which is "
-                               "written into column \"%s\", and that needs the %s privilege on the column for "
-                               "the session's role too.",
-                               GetUserNameFromId(denied, false), NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname),
-                               inserting ? "INSERT" : "UPDATE"),
-                     errhint("Grant role \"%s\" %s on the token column, or run the statement with a role that "
-                             "has it.",
-                             GetUserNameFromId(denied, false), inserting ? "INSERT" : "UPDATE")));
+            rejections::referential_setting_token(rel, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), denied,
+                                                  inserting);
         if (OidIsValid(denied))
-            ereport(ERROR,
-                    (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                     errmsg("permission denied for column \"%s\" of relation \"%s\"",
-                            NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), RelationGetRelationName(rel)),
-                     errdetail("The write takes its fence token from fencing.token, which is written into column "
-                               "\"%s\"; that needs the %s privilege on the column.",
-                               NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname),
-                               ev == core::WriteEvent::insert ? "INSERT" : "UPDATE"),
-                     errhint("Grant the role %s on the token column of this table, or name the token column "
-                             "in the statement (it is then checked on the table the statement names, such as "
-                             "a partitioned table), or write with a role that has it.",
-                             ev == core::WriteEvent::insert ? "INSERT" : "UPDATE")));
+            rejections::setting_token(rel, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), inserting);
         int col = cs->attnum;
         Datum value = Int64GetDatum(*d.incoming);
         bool isnull = false;

@@ -25,7 +25,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(149);
+SELECT plan(150);
 
 SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dblink;
@@ -173,6 +173,8 @@ SELECT ok(NOT has_function_privilege('public', 'fencing.forget_tombstones(interv
           'PUBLIC may not execute fencing.forget_tombstones');
 SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT fencing.tombstone_key_problem('public.t50_owned')$q$), '42501',
           'fencing.tombstone_key_problem is for the table''s owner');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT * FROM fencing.reached_tables('public.t50_owned')$q$), '42501',
+          'fencing.reached_tables is for the table''s owner');
 -- A fenced DELETE by a role that has nothing of fencing still records its
 -- tombstone: the stale INSERT of the key that follows is rejected.
 SELECT is(t50.state_as('fencing_t50_writer',
@@ -282,7 +284,8 @@ SELECT set_eq(
           -- behind fencing.stats, fencing.table_stats and fencing.locks
           'fencing.stats_data()', 'fencing.table_stats_data()', 'fencing.lock_delays()',
           -- used by protect; each checks that its caller owns the table
-          'fencing.advance_past_table(regclass)', 'fencing.tombstone_key_problem(regclass)'],
+          'fencing.advance_past_table(regclass)', 'fencing.tombstone_key_problem(regclass)',
+          'fencing.reached_tables(regclass)'],
     'PUBLIC may execute exactly the API, the functions behind the views and the self-checking support functions');
 SELECT is(t50.state_as('fencing_t50_owner', $q$SELECT fencing.advance_past('public.t50_plain', 1)$q$), '42501',
           'not even the table''s owner may call fencing.advance_past');
