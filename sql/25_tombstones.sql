@@ -61,6 +61,27 @@ DELETE FROM tb WHERE id = 1;
 SET LOCAL fencing.token = '301';
 INSERT INTO tb (id, v) VALUES (1, 'next token') RETURNING *;
 COMMIT;
+-- (1.2) In a table without tombstones, one transaction inserts (without
+-- looking keys up, with the preload), deletes a key and inserts it again
+-- with an older token: its own tombstone counts from then on (23T01).
+CREATE TABLE tb_fresh (id int PRIMARY KEY, fence_token bigint, v text);
+SELECT fencing.protect('tb_fresh');
+INSERT INTO tb_fresh VALUES (1, 10, 'one');
+BEGIN;
+INSERT INTO tb_fresh VALUES (2, 10, 'two');
+SET LOCAL fencing.token = '50';
+DELETE FROM tb_fresh WHERE id = 1;
+INSERT INTO tb_fresh VALUES (1, 20, 'stale');
+\echo :SQLSTATE
+ROLLBACK;
+BEGIN;
+INSERT INTO tb_fresh VALUES (2, 10, 'two');
+SET LOCAL fencing.token = '50';
+DELETE FROM tb_fresh WHERE id = 1;
+INSERT INTO tb_fresh VALUES (1, 60, 'newer');
+COMMIT;
+SELECT * FROM tb_fresh ORDER BY id;
+DROP TABLE tb_fresh;
 -- Other keys are not affected.
 INSERT INTO tb VALUES (2, 1, 'another key') RETURNING *;
 SELECT * FROM tb ORDER BY id;

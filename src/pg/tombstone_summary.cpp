@@ -190,8 +190,12 @@ void recorded(Oid owner) {
 }
 
 bool insert_may_skip(Oid owner, bool (*any_tombstone)(Oid)) {
+    // Already skipping in this transaction: only while the table still has
+    // no tombstone, neither one of this transaction's own (its DELETE of a
+    // key it then inserts again) nor another's (refused at commit anyway).
     for (int i = 0; i < nskipping; ++i)
-        if (skipping[i].owner == owner) return true;
+        if (skipping[i].owner == owner)
+            return skipping[i].own == 0 && core::insert_may_skip(pg_atomic_read_u64(&skipping[i].slot->generation));
     if (nskipping == kSkipping) return false;
     Slot* s = slot_of(owner);
     if (s == nullptr) return false;

@@ -65,7 +65,7 @@ SELECT function_returns('fencing', 'enforce', ARRAY[]::name[], 'trigger', 'fenci
 SELECT function_lang_is('fencing', 'enforce', ARRAY[]::name[], 'c', 'fencing.enforce is a C function');
 SELECT hasnt_function('fencing', 'protect', ARRAY['regclass'], 'no one-argument overload of fencing.protect');
 SELECT has_view('fencing', 'protected', 'view fencing.protected');
-SELECT columns_are('fencing', 'protected', ARRAY['tbl', 'token_column', 'allow_equal', 'on_stale', 'fence_deletes', 'tombstones'],
+SELECT columns_are('fencing', 'protected', ARRAY['tbl', 'token_column', 'allow_equal', 'on_stale', 'fence_deletes', 'tombstones', 'floor'],
                    'fencing.protected columns');
 SELECT col_type_is('fencing', 'protected', 'tbl', 'regclass', 'protected.tbl is regclass');
 SELECT col_type_is('fencing', 'protected', 'token_column', 'name', 'protected.token_column is name');

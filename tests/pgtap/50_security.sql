@@ -281,11 +281,14 @@ SELECT set_eq(
           'fencing.validate(text,bigint)', 'fencing.current(text)', 'fencing.use(bigint)',
           'fencing.resource_key(text)', 'fencing.version()',
           'fencing.protect(regclass,name,boolean,text,boolean,boolean)', 'fencing.unprotect(regclass)',
+          'fencing.raise_floor(regclass,bigint)',
           -- behind fencing.stats, fencing.table_stats and fencing.locks
           'fencing.stats_data()', 'fencing.table_stats_data()', 'fencing.lock_delays()',
           -- used by protect; each checks that its caller owns the table
           'fencing.advance_past_table(regclass)', 'fencing.tombstone_key_problem(regclass)',
-          'fencing.reached_tables(regclass)'],
+          'fencing.reached_tables(regclass)',
+          -- protect's and raise_floor's work; checks that its caller owns the table
+          'fencing.install_check(regclass,name,boolean,text,boolean,boolean,bigint)'],
     'PUBLIC may execute exactly the API, the functions behind the views and the self-checking support functions');
 SELECT is(t50.state_as('fencing_t50_owner', $q$SELECT fencing.advance_past('public.t50_plain', 1)$q$), '42501',
           'not even the table''s owner may call fencing.advance_past');
