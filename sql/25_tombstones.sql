@@ -688,3 +688,23 @@ REVOKE CREATE ON SCHEMA public FROM regress_fencing25_owner;
 REVOKE CREATE ON DATABASE :"dbname" FROM regress_fencing25_owner;
 DROP ROLE regress_fencing25_owner;
 DROP ROLE regress_fencing25_temp;
+
+-- (1.2) Only a superuser removes or changes tombstones by SQL: a role
+-- granted DELETE on every table (pg_write_all_data) would let stale
+-- INSERTs in again.
+CREATE TABLE tb_w (id int PRIMARY KEY, fence_token bigint);
+SELECT fencing.protect('tb_w');
+INSERT INTO tb_w VALUES (1, 10);
+BEGIN;
+SET LOCAL fencing.token = '50';
+DELETE FROM tb_w WHERE id = 1;
+COMMIT;
+CREATE ROLE regress_tb_writer;
+GRANT pg_write_all_data TO regress_tb_writer;
+SET ROLE regress_tb_writer;
+DELETE FROM fencing.tombstones;
+\echo :SQLSTATE
+RESET ROLE;
+SELECT count(*) FROM fencing.tombstones WHERE tbl = 'tb_w'::regclass;
+DROP TABLE tb_w;
+DROP ROLE regress_tb_writer;

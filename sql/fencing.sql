@@ -987,6 +987,10 @@ CREATE TRIGGER retired_local BEFORE INSERT OR UPDATE OR DELETE ON fencing.retire
     FOR EACH ROW EXECUTE FUNCTION fencing.local_state();
 ALTER TABLE fencing.retired ENABLE ALWAYS TRIGGER retired_local;
 COMMENT ON TABLE fencing.retired IS 'One row once the database is retired: it issues no fencing tokens';
+-- What pg_dump and a restore by the database's owner need (as for
+-- fencing.key_secret): reading it and carrying the row into the restored
+-- database. Taking the row out is a superuser's (fencing.local_state()).
+GRANT SELECT, INSERT ON fencing.retired TO pg_database_owner;
 CREATE FUNCTION fencing.retire() RETURNS void
     AS 'MODULE_PATHNAME', 'fencing_retire' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION fencing.retire() FROM PUBLIC;

@@ -34,10 +34,24 @@ FENCING_FUNCTION(fencing_local_state) {
                             errmsg("fencing.local_state() must be a BEFORE ROW trigger")));
         // A change replicated from another database's fencing state: skipped.
         if (IsLogicalWorker()) return fencing::pg::compat::null_datum();
+        // Tombstones and the retirement are taken back by SQL by a superuser
+        // only: a role granted DELETE on every table (pg_write_all_data)
+        // would let stale writes in again, or a retired database issue
+        // tokens. (The module writes tombstones without SQL.)
+        const Oid relid = RelationGetRelid(td->tg_relation);
+        const bool tombstones = relid == fencing::pg::fencing_relation(fencing::pg::FencingRel::tombstones);
+        const bool retired = relid == fencing::pg::fencing_relation(fencing::pg::FencingRel::retired);
+        if ((tombstones || retired) && !TRIGGER_FIRED_BY_INSERT(td->tg_event) && !superuser())
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                            errmsg("only a superuser may change or remove rows of fencing.%s",
+                                   tombstones ? "tombstones" : "retired"),
+                            errdetail("%s", tombstones ? "A tombstone removed by hand would let a stale INSERT of "
+                                                         "its key in; fencing.forget_tombstones() removes old ones."
+                                                       : "Taking the row out would let the retired database "
+                                                         "issue fencing tokens again.")));
         // A tombstone written by SQL (a superuser's hand, a restore) counts
         // as recorded for the table it names (pg/tombstone_summary.hpp).
-        if (!TRIGGER_FIRED_BY_DELETE(td->tg_event) &&
-            RelationGetRelid(td->tg_relation) == fencing::pg::fencing_relation(fencing::pg::FencingRel::tombstones)) {
+        if (!TRIGGER_FIRED_BY_DELETE(td->tg_event) && tombstones) {
             HeapTuple row = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple;
             bool isnull = true;
             const Datum tbl = heap_getattr(row, 1, RelationGetDescr(td->tg_relation), &isnull);

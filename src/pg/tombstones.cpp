@@ -616,6 +616,9 @@ void record(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token) {
 std::int64_t move_table(Oid from, Oid to) {
     if (from == to) return 0;
     Handle* h = handle();
+    // Recorded for TO before any arrives there (none: nothing to record).
+    std::uint64_t any = 0;
+    if (hashes_of(h, from, &any, 1) == 0) return 0;
     tombstone_summary::recorded(to);
     constexpr int kBatch = 10000;
     std::uint64_t* hashes = static_cast<std::uint64_t*>(palloc(sizeof(std::uint64_t) * kBatch));

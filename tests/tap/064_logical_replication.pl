@@ -243,6 +243,10 @@ $pub->safe_psql('old_app', q{
 });
 ($rc9, $o9, $e9) = $pub->psql('old_app', 'DELETE FROM fencing.retired', extra_params => [ '-U', 'dbo' ]);
 like($e9, qr/permission denied/, 'the database owner cannot take the retirement back');
+$pub->safe_psql('postgres', 'CREATE ROLE writer LOGIN; GRANT pg_write_all_data TO writer');
+($rc9, $o9, $e9) = $pub->psql('old_app', 'DELETE FROM fencing.retired', extra_params => [ '-U', 'writer' ]);
+like($e9, qr/only a superuser may change or remove rows of fencing.retired/,
+	'nor a member of pg_write_all_data (42501)');
 $pub->safe_psql('postgres', 'CREATE DATABASE old_app_copy TEMPLATE old_app', extra_params => [ '-U', 'dbo' ]);
 ($rc9, $o9, $e9) = $pub->psql('old_app_copy', "SELECT fencing.acquire_xact('acct:9')", extra_params => [ '-U', 'dbo' ]);
 like($e9, qr/issues no fencing tokens any more/, 'a copy of a retired database issues no token either');
