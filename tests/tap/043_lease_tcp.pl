@@ -123,7 +123,10 @@ while (time < $until)
 }
 note "steady: ClientWrite in $client_write of $samples samples";
 cmp_ok($samples, '<=', 15, 'the loop ran at its pace (about 14 samples in 3.5 s): its pauses were not cut short');
-cmp_ok($client_write, '>=', $samples / 2, 'steady: its backend waits for the client (ClientWrite) most of the time');
+# The backend must be seen blocked on the client (or the session kept
+# below would prove nothing); how often depends on when the kernel's socket
+# buffers fill, which on a loaded machine was 4 to 5 samples of 14.
+cmp_ok($client_write, '>=', 2, 'steady: its backend waits for the client (ClientWrite) at times');
 ok(alive($steady_pid), 'steady: a client that keeps reading, slowly, keeps its session');
 is(q1("SELECT pid FROM fencing.locks WHERE resource = 'tcp:steady' AND granted"), $steady_pid,
 	'steady: and its lock, after 3.5x the lease');
