@@ -180,14 +180,19 @@ int release_with_options(const Resource& r) {
 }
 
 void record_hold(const Resource& r, std::uint64_t key, std::int64_t token, bool session, std::int64_t lease_ms,
-                 const core::GrantTraits& traits, bool first) {
+                 const core::GrantTraits& traits, bool first, bool announce) {
     const SubTransactionId sub = GetCurrentSubTransactionId();
     const TimestampTz statement = GetCurrentStatementStartTimestamp();
+    // A plain exclusive hold keeps traits only for a lock-delay (the book
+    // stays empty on the common path).
+    const bool plain = !traits.shared && traits.permit == 0;
     bool recorded = false;
     try {
+        // A ledger entry for a resource the lock manager says we did not
+        // hold is stale (pg_advisory_unlock_all(), DISCARD ALL): dropped.
         if (first) ledger().forget(key);
         ledger().add(key, token, session, sub, lease_ms, statement);
-        the_book.note(key, traits, first);
+        if (!plain) the_book.note(key, traits, first);
         recorded = true;
     } catch (...) {
         // Only std::bad_alloc can get here; handled below, outside the catch.
@@ -205,11 +210,14 @@ void record_hold(const Resource& r, std::uint64_t key, std::int64_t token, bool 
         ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
                         errmsg("out of memory recording the fencing lock on resource \"%.*s\"", r.len, r.data)));
     }
-    if (traits.delay_ms > 0) arm_lock_delay();
+    if (plain)
+        note_plain_grant(key, first, traits.delay_ms);
+    else if (traits.delay_ms > 0)
+        arm_lock_delay();
     apply_leases();
     // A permit or a shared hold is announced under its resource's name (a
     // permit with its own token); a nested hold is no new grant.
-    if (first) events::grant_started(key, r.data, r.len, token, session);
+    if (announce) events::grant_started(key, r.data, r.len, token, session);
 }
 
 }  // namespace fencing::pg

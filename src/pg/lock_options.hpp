@@ -89,10 +89,14 @@ bool validate_permit(const Resource& r, std::int64_t token);  // pg/permits.cpp
 // The base key of a counted resource: its first permit's key (pg/permits.cpp).
 std::uint64_t permit_base_key(const Resource& r);
 
-// Records a hold in the ledger and the grant book (raising 53200 on
-// out-of-memory after giving back a session hold's locks).
+// Records a hold, for every kind of grant (plain, permit, shared): in the
+// ledger, in the grant book (a plain hold only for its lock-delay), arms the
+// lock-delay and the leases, and announces a new grant (`announce`; a
+// nested hold or a hold that keeps its token is none). `first`: the
+// session did not hold the resource before. Raises 53200 on out-of-memory
+// after giving back a session hold's locks.
 void record_hold(const Resource& r, std::uint64_t key, std::int64_t token, bool session, std::int64_t lease_ms,
-                 const core::GrantTraits& traits, bool first);
+                 const core::GrantTraits& traits, bool first, bool announce);
 
 // From pg/locks.cpp: waiting for a lock with the acquire family's bounds and
 // errors.

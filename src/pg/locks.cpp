@@ -298,31 +298,10 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
     PG_END_TRY();
     if (guarded_busy) return false;  // only try_only gets here
 
-    const SubTransactionId sub = GetCurrentSubTransactionId();
-    const TimestampTz statement = GetCurrentStatementStartTimestamp();
-    bool recorded = false;
-    try {
-        // A ledger entry for a resource the lock manager says we did not hold
-        // is stale (pg_advisory_unlock_all(), DISCARD ALL): drop it first.
-        if (!was_held) ledger().forget(r.key);
-        ledger().add(r.key, token, session, sub, lease_ms, statement);
-        recorded = true;
-    } catch (...) {
-        // Only std::bad_alloc can get here; handled below, outside the catch
-        // scope, because releasing locks can raise a PostgreSQL error.
-    }
-    if (!recorded) {
-        if (session) {
-            const LOCKTAG ttag = token_tag(token);
-            LockRelease(&ttag, kTokenHoldMode, true);
-            LockRelease(&rtag, mode, true);
-        }
-        ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
-                        errmsg("out of memory recording the fencing lock on resource \"%.*s\"", r.len, r.data)));
-    }
-    note_plain_grant(r.key, !was_held, opts.delay_ms);
-    apply_leases();
-    if (fresh) events::grant_started(r.key, r.data, r.len, token, session);
+    core::GrantTraits traits;
+    traits.base = r.key;
+    traits.delay_ms = opts.delay_ms;
+    record_hold(r, r.key, token, session, lease_ms, traits, !was_held, fresh);
     *out = token;
     return true;
 }

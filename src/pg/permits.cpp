@@ -218,7 +218,7 @@ bool acquire_permit(const AcquireCall& c, std::int64_t* out) {
         take_marks(base, n, c.session);
         core::GrantTraits nested = t;
         nested.delay_ms = c.opts.delay_ms;
-        record_hold(r, own, token, c.session, c.lease_ms, nested, false);
+        record_hold(r, own, token, c.session, c.lease_ms, nested, false, false);
         *out = token;
         return true;
     }
@@ -325,7 +325,7 @@ bool acquire_permit(const AcquireCall& c, std::int64_t* out) {
     t.permits = n;
     t.base = base;
     t.delay_ms = c.opts.delay_ms;
-    record_hold(r, got_key, token, c.session, c.lease_ms, t, true);
+    record_hold(r, got_key, token, c.session, c.lease_ms, t, true, true);
     *out = token;
     return true;
 }

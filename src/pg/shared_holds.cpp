@@ -96,7 +96,7 @@ bool acquire_shared(const AcquireCall& c, std::int64_t* out) {
         t.shared = !held_exclusive;
         t.base = r.key;
         t.delay_ms = c.opts.delay_ms;
-        record_hold(r, r.key, token, c.session, c.lease_ms, t, false);
+        record_hold(r, r.key, token, c.session, c.lease_ms, t, false, false);
         *out = token;
         return true;
     }
@@ -153,7 +153,7 @@ bool acquire_shared(const AcquireCall& c, std::int64_t* out) {
     t.shared = true;
     t.base = r.key;
     t.delay_ms = c.opts.delay_ms;
-    record_hold(r, r.key, token, c.session, c.lease_ms, t, true);
+    record_hold(r, r.key, token, c.session, c.lease_ms, t, true, true);
     *out = token;
     return true;
 }
