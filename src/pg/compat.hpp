@@ -16,10 +16,13 @@
 //   symbol systable_inplace_update_begin): install the minimum minor release
 //   or later. The build refuses older headers.
 //
-// Nothing here reads private structures (replication/walsender_private.h and
-// the like): their layout may change within a major (WalSndCtlData's
-// sync_standbys_defined became sync_standbys_status in 13.21, 14.18, 15.13,
-// 16.9 and 17.5), and a module is only rebuilt per major.
+// Private structures are read here only, each with its reason beside it:
+// WalSndCtl's lsn[] array (replication/walsender_private.h) and the GUC
+// stack (utils/guc_tables.h). Their layout may change within a major
+// (WalSndCtlData's sync_standbys_defined became sync_standbys_status in
+// 13.21, 14.18, 15.13, 16.9 and 17.5) and a module is only rebuilt per
+// major, so nothing reads more of them than the fields named, whose shape
+// every supported major kept.
 #pragma once
 
 #if PG_VERSION_NUM < 150000

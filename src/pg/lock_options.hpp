@@ -103,6 +103,10 @@ void record_hold(const Resource& r, std::uint64_t key, std::int64_t token, bool 
 void lock_or_report(const Resource& r, const LOCKTAG& tag, LOCKMODE mode, bool session, std::int64_t wait_ms);
 [[noreturn]] void report_lock_not_acquired(const Resource& r, std::int64_t wait_ms);
 bool drain_guard_of(const Resource& r, std::int64_t wait_ms);
+// Records a validate() guard this transaction took of KEY (granted with
+// TOKEN and LEASE_MS): every guard is in the guard ledger (a PREPARE
+// TRANSACTION that would keep one is refused), with the grant's lease.
+void record_guard(std::uint64_t key, std::int64_t token, std::int32_t lease_ms);
 // Issues the next token of r (whose resource lock the caller holds) once no
 // validate()-guarded transaction of an earlier grant is open, and records it
 // (issue_token). Within wait_ms (0: no wait; < 0: no bound of its own);

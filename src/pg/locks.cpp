@@ -461,10 +461,7 @@ FENCING_FUNCTION(fencing_validate) {
         // lease: a guarding session silent for longer is ended like a holder.
         // Every guard is in the ledger (a PREPARE TRANSACTION that would keep
         // one is refused), with the grant's lease if it has one.
-        if (guard_new) {
-            guard_ledger().add(r.key, token, false, GetCurrentSubTransactionId(), row.lease_ms);
-            if (row.lease_ms > 0) apply_leases();
-        }
+        if (guard_new) record_guard(r.key, token, row.lease_ms);
         PG_RETURN_INT64(token);
     });
 }
@@ -581,6 +578,10 @@ void lock_or_report(const Resource& r, const LOCKTAG& tag, LOCKMODE mode, bool s
 }
 void report_lock_not_acquired(const Resource& r, std::int64_t wait_ms) { report_not_acquired(r, wait_ms); }
 bool drain_guard_of(const Resource& r, std::int64_t wait_ms) { return drain_guard(r, wait_ms); }
+void record_guard(std::uint64_t key, std::int64_t token, std::int32_t lease_ms) {
+    guard_ledger().add(key, token, false, GetCurrentSubTransactionId(), lease_ms);
+    if (lease_ms > 0) apply_leases();
+}
 bool issue_guarded(const Resource& r, std::int32_t lease_ms, std::int64_t wait_ms, std::int64_t* token) {
     return issue_guarded_token(r, lease_ms, wait_ms, token);
 }

@@ -359,11 +359,7 @@ bool validate_permit(const Resource& r, std::int64_t token) {
     const StateRow row = read_state(key, pn.buf, name_of(pn, permit));
     if (!row.found || row.token != token) return false;
     if (!held_by_me(ttag, kTokenHoldMode) && !held_by_others(ttag, kTokenProbeMode)) return false;
-    if (guard_new) {
-        // Every guard is in the ledger (PREPARE TRANSACTION is refused).
-        guard_ledger().add(key, token, false, GetCurrentSubTransactionId(), row.lease_ms);
-        if (row.lease_ms > 0) apply_leases();
-    }
+    if (guard_new) record_guard(key, token, row.lease_ms);
     return true;
 }
 

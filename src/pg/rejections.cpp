@@ -270,4 +270,25 @@ void referential_setting_token(Relation rel, const char* column, Oid role, bool 
     pg_unreachable();
 }
 
+void untrusted_replicated_delete(Relation rel) {
+    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                    errmsg("replicated DELETE on protected relation \"%s\" needs a subscription owned by a superuser",
+                           RelationGetRelationName(rel)),
+                    errdetail("A replicated DELETE carries no fence token, and the subscription's owner \"%s\" could "
+                              "not delete a row of the table without one.",
+                              GetUserNameFromId(GetSessionUserId(), false)),
+                    errhint("Have a superuser own the subscription, or publish the table without deletes "
+                            "(WITH (publish = 'insert, update')).")));
+    pg_unreachable();
+}
+
+void log_skipped_replicated(Relation rel, core::RejectReason why) {
+    ereport(LOG, (errmsg("skipped a stale replicated change of relation \"%s\"", RelationGetRelationName(rel)),
+                  errdetail("%s", why == core::RejectReason::no_token ? "The change carries no fence token."
+                                  : why == core::RejectReason::below_floor
+                                      ? "Its fence token is not greater than the floor of the relation."
+                                      : "Its fence token is not newer than the one the subscriber's row "
+                                        "(or the tombstone of its key) holds.")));
+}
+
 }  // namespace fencing::pg::rejections

@@ -21,6 +21,14 @@ namespace fencing::pg::rejections {
 [[noreturn]] void report_stale(Relation rel, const core::Decision& d, const core::WriteInput& in, HeapTuple keyrow,
                                const char* column, AttrNumber attnum, std::int64_t floor);
 
+// 42501: a replicated DELETE on REL through a subscription whose owner
+// (this worker's session user) is not a superuser; it carries no token.
+[[noreturn]] void untrusted_replicated_delete(Relation rel);
+
+// LOG, not an error: a stale replicated change of REL was skipped (WHY:
+// no token, not above the floor, or not newer than the row or tombstone).
+void log_skipped_replicated(Relation rel, core::RejectReason why);
+
 // 55000: trigger LATER_NAME, a BEFORE ROW INSERT or UPDATE trigger of REL,
 // fires after CHECK_NAME (the check's trigger) and could change the token.
 [[noreturn]] void later_trigger(Relation rel, const char* later_name, const char* check_name);

@@ -302,15 +302,7 @@ Datum enforce(FunctionCallInfo fcinfo) {
     // leave the row, and the next INSERT of its key would fail on every
     // retry anyway.
     if (in.replicated && ev == core::WriteEvent::del && cs->mode.fence_deletes && !superuser_arg(GetSessionUserId()))
-        ereport(ERROR,
-                (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                 errmsg("replicated DELETE on protected relation \"%s\" needs a subscription owned by a superuser",
-                        RelationGetRelationName(rel)),
-                 errdetail("A replicated DELETE carries no fence token, and the subscription's owner \"%s\" could "
-                           "not delete a row of the table without one.",
-                           GetUserNameFromId(GetSessionUserId(), false)),
-                 errhint("Have a superuser own the subscription, or publish the table without deletes "
-                         "(WITH (publish = 'insert, update')).")));
+        rejections::untrusted_replicated_delete(rel);
     HeapTuple result = nullptr;
     HeapTuple keyrow = nullptr;
     switch (ev) {
@@ -399,14 +391,7 @@ Datum enforce(FunctionCallInfo fcinfo) {
             break;
         case core::Verdict::reject_skip:
             pg::events::stale_write(cs->relid, rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP, true);
-            if (in.replicated)
-                ereport(LOG,
-                        (errmsg("skipped a stale replicated change of relation \"%s\"", RelationGetRelationName(rel)),
-                         errdetail("%s", d.reason == core::RejectReason::no_token ? "The change carries no fence token."
-                                         : d.reason == core::RejectReason::below_floor
-                                             ? "Its fence token is not greater than the floor of the relation."
-                                             : "Its fence token is not newer than the one the subscriber's row "
-                                               "(or the tombstone of its key) holds.")));
+            if (in.replicated) rejections::log_skipped_replicated(rel, d.reason);
             return fencing::pg::compat::null_datum();
         case core::Verdict::reject_error:
             pg::events::stale_write(cs->relid, rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP, false);
