@@ -13,7 +13,10 @@
 #   3. the waiting acquirer respects its own wait and lock_timeout (55P03,
 #      also for wait => 0) and try_acquire returns NULL, and none leaves a
 #      lock behind;
-#   4. a cycle between a guard and a lock is a deadlock PostgreSQL detects.
+#   4. a cycle between a guard and a lock is a deadlock PostgreSQL detects;
+#   5. at the instant a holder ends (its resource lock freed, its token lock
+#      not yet: PostgreSQL frees them one after the other), no validate() of
+#      its token succeeds once the next holder has its token.
 use strict;
 use warnings;
 
@@ -160,6 +163,72 @@ SELECT :t2}, 'got');
 	my @deadlocked = grep { /ERROR:\s+40P01:/ } ($err_a, $err_b);
 	is(scalar(@deadlocked), 1, 'a guard-lock cycle is detected as a deadlock (40P01) in one of the two');
 	finish($_) for ($a, $b);
+}
+
+# ---- 5. validate() at the instant a holder ends -----------------------------------------
+#
+# PostgreSQL frees an ending holder's locks one after the other, in hash
+# order: the next holder may get the resource while the old token's lock
+# lingers. A test function (modules/release_one_lock.c, built here) frees the
+# old holder's resource lock alone, which holds that instant open; a session
+# locking fencing.fence_state holds the next acquisition between its drain of
+# the guard and the recording of its token, so that a validate() of the old
+# token comes exactly there (it takes the guard, sees the old token recorded
+# and its lock held, and succeeds). Expected: the next acquisition does not
+# return its token while that validate()'s transaction is open.
+
+{
+	my $so = $node->basedir . '/release_one_lock.so';
+	my ($out, $err);
+	my $built = IPC::Run::run(
+		[ $ENV{CC} // 'cc', '-fPIC', '-shared', '-I' . $node->config_data('--includedir-server'),
+			'-o', $so, "$FindBin::Bin/modules/release_one_lock.c" ],
+		'>', \$out, '2>', \$err);
+	ok($built, 'the test function release_one_lock builds') or diag $err;
+	q1("CREATE FUNCTION release_one_lock(bigint, bigint, int, int, bool) RETURNS bool "
+		  . "AS '$so', 'release_one_lock' LANGUAGE C STRICT");
+	my ($old, $next, $check, $blocker) = (session(), session(), session(), session());
+	my $t1 = $old->query_safe("SELECT fencing.acquire('die:1')");
+	my $next_pid = $next->query_safe('SELECT pg_backend_pid()');
+	# ExclusiveLock (7), session scope: a session grant's resource and token locks.
+	my $free = sub {
+		my ($kind) = @_;
+		return $old->query_safe('SELECT release_one_lock(classid::bigint, objid::bigint, objsubid, 7, true) '
+			  . "FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory' AND objsubid = $kind");
+	};
+	is($free->('32257 /* kResourceTagKind */'), 't', "the old holder's resource lock alone is freed");
+	is(q1("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 32258 /* kTokenTagKind */ "
+			  . "AND objid = ($t1 & 4294967295)::oid AND granted"), '1', "its token lock lingers");
+	$blocker->query_safe('BEGIN; LOCK TABLE fencing.fence_state IN SHARE MODE');
+	send_nb($next, "BEGIN;\nSELECT fencing.acquire('die:1', wait => '60s')", 'next');
+	# Where the next acquisition is: waiting on a lock of a kind, or returned.
+	my $where = sub {
+		my ($kind_sql) = @_;
+		my $q = "SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = $next_pid AND NOT l.granted "
+		  . "AND $kind_sql) THEN 'waiting' WHEN a.state = 'idle in transaction' THEN 'returned' END "
+		  . "FROM pg_stat_activity a WHERE a.pid = $next_pid";
+		$node->poll_query_until('postgres', "SELECT ($q) IS NOT NULL") or die 'next acquisition neither waits nor returns';
+		return q1($q);
+	};
+	is($where->("l.relation = 'fencing.fence_state'::regclass"), 'waiting',
+		'the next acquisition, past its drain of the guard, waits to record its token');
+	$check->query_safe('BEGIN');
+	is($check->query_safe("SELECT fencing.validate('die:1', $t1)"), $t1,
+		'validate() of the old token in that instant succeeds (no newer token exists yet)');
+	$blocker->query_safe('COMMIT');
+	is($where->("l.locktype = 'advisory' AND l.objsubid = 32258 /* kTokenTagKind */"), 'waiting',
+		'once its token is recorded, the next acquisition waits for the old token lock instead of returning');
+	is($free->('32258 /* kTokenTagKind */'), 't', "the old holder's token lock is freed");
+	is($where->("l.locktype = 'advisory' AND l.objsubid = 32259 /* kGuardTagKind */"), 'waiting',
+		'then it waits for the transaction that validated the old token instead of returning');
+	$check->query_safe('COMMIT');
+	my ($t2, $next_err) = wait_tag($next, 'next');
+	is($next_err, '', 'the next acquisition returns once that transaction ended');
+	cmp_ok($t2, '>', $t1, 'with a greater token');
+	my ($rc, $stdout, $stderr) = $node->psql('postgres', "\\set VERBOSITY verbose\nSELECT fencing.validate('die:1', $t1)");
+	like($stderr, qr/23T01/, 'and validate() of the old token fails from then on (23T01)');
+	$next->query_safe('COMMIT');
+	finish($_) for ($old, $next, $check, $blocker);
 }
 
 $node->stop;
