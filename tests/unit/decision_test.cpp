@@ -95,6 +95,8 @@ const char* name(RejectReason r) {
             return "no_token";
         case RejectReason::not_newer:
             return "not_newer";
+        case RejectReason::below_floor:
+            return "below_floor";
     }
     return "?";
 }
