@@ -15,6 +15,8 @@
 // and applies everything else, and the subscriber's fencing state stays its
 // own. Any other writer (a restore's COPY, a superuser's hand, also under
 // session_replication_role = replica) passes through it unchanged.
+#include <limits>
+
 #include "pg/bridge.hpp"
 #include "pg/catalog_ids.hpp"
 #include "pg/tombstone_summary.hpp"
@@ -55,7 +57,12 @@ FENCING_FUNCTION(fencing_local_state) {
             HeapTuple row = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple;
             bool isnull = true;
             const Datum tbl = heap_getattr(row, 1, RelationGetDescr(td->tg_relation), &isnull);
-            if (!isnull) fencing::pg::tombstone_summary::recorded(DatumGetObjectId(tbl));
+            bool token_null = true;
+            const Datum token = heap_getattr(row, 3, RelationGetDescr(td->tg_relation), &token_null);
+            if (!isnull)
+                fencing::pg::tombstone_summary::recorded(
+                    DatumGetObjectId(tbl), token_null ? std::numeric_limits<std::int64_t>::max() : DatumGetInt64(token),
+                    nullptr);
         }
         return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple);
     });

@@ -10,6 +10,7 @@
 
 #include "core/tombstone_summary.hpp"
 
+#include <limits>
 #include <type_traits>
 
 extern "C" {
@@ -30,12 +31,37 @@ namespace {
 struct Slot {
     pg_atomic_uint64 key;  // (database << 32) | table; 0: free
     pg_atomic_uint64 generation;
+    // The greatest token of a tombstone recorded since the server started
+    // (an int64's bits). Only ever raised, before the generation moves on:
+    // a backend that reads the generation and then this sees every token
+    // the generation counts.
+    pg_atomic_uint64 greatest;
 };
 static_assert(std::is_trivially_destructible_v<Slot>);
 
 constexpr int kSlots = 8192;
+// A table with more tombstones than this at the first look is not tracked:
+// its INSERTs look their keys up until the server restarts.
+constexpr std::int64_t kSurveyLimit = 100000;
 Slot* slots = nullptr;
 shmem_startup_hook_type previous_startup_hook = nullptr;
+
+constexpr std::int64_t kLowest = std::numeric_limits<std::int64_t>::min();
+std::uint64_t bits_of(std::int64_t token) { return static_cast<std::uint64_t>(token); }
+std::int64_t token_of(std::uint64_t bits) { return static_cast<std::int64_t>(bits); }
+
+// The generation, then the greatest token (see Slot).
+struct Seen {
+    std::uint64_t generation;
+    std::int64_t greatest;
+};
+Seen read_slot(Slot* s) {
+    Seen seen;
+    seen.generation = pg_atomic_read_u64(&s->generation);
+    pg_read_barrier();
+    seen.greatest = token_of(pg_atomic_read_u64(&s->greatest));
+    return seen;
+}
 
 Size shared_size() { return mul_size(kSlots, sizeof(Slot)); }
 
@@ -50,6 +76,7 @@ void startup() {
         for (int i = 0; i < kSlots; ++i) {
             pg_atomic_init_u64(&slots[i].key, 0);
             pg_atomic_init_u64(&slots[i].generation, core::kUnknown);
+            pg_atomic_init_u64(&slots[i].greatest, bits_of(kLowest));
         }
     LWLockRelease(AddinShmemInitLock);
 }
@@ -96,12 +123,14 @@ Slot* slot_of(Oid owner) {
 }
 
 // The tables this transaction inserted into without lookups: what their
-// generation was, and how many tombstones of theirs it recorded since.
+// generation was, how many tombstones of theirs it recorded since, and the
+// least token it inserted with.
 struct Skipping {
     Oid owner;
     Slot* slot;
     std::uint64_t seen;
     std::uint64_t own;
+    std::int64_t least;
 };
 constexpr int kSkipping = 32;
 Skipping skipping[kSkipping];
@@ -111,16 +140,17 @@ bool callback_registered = false;
 void verify() {
     for (int i = 0; i < nskipping; ++i) {
         const Skipping& s = skipping[i];
-        const std::uint64_t now = pg_atomic_read_u64(&s.slot->generation);
-        if (!core::recorded_by_others(s.seen, now, s.own)) continue;
+        const Seen now = read_slot(s.slot);
+        if (!core::must_refuse(s.seen, now.generation, s.own, s.least, now.greatest)) continue;
         const char* name = get_rel_name(s.owner);
         nskipping = 0;
         ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
                         errmsg("could not check the inserted keys of relation \"%s\" against its tombstones",
                                name != nullptr ? name : "?"),
-                        errdetail("The table had no tombstones when this transaction inserted into it, so its INSERTs "
-                                  "did not look their keys up; another transaction has recorded a tombstone of the "
-                                  "table since, and a key this transaction inserted may be one it deleted."),
+                        errdetail("The table had no tombstone with a token as great as those this transaction "
+                                  "inserted with, so its INSERTs did not look their keys up; another transaction "
+                                  "has recorded a tombstone of the table since, and a key this transaction "
+                                  "inserted may be one it deleted."),
                         errhint("Retry the transaction.")));
     }
 }
@@ -146,7 +176,8 @@ void xact_callback(XactEvent event, void*) {
 // A database dropped takes its tables' tombstones with it, and a database
 // created later may get its OID (CREATE DATABASE ... OID, or a wrapped
 // counter) with tables of the same OIDs copied from a template that has
-// tombstones: what its slots say is forgotten, before the DROP (no backend
+// tombstones: what its slots' generations say is forgotten (the greatest
+// tokens only grow, which can only make INSERTs look keys up), before the DROP (no backend
 // of it is left to write, once it has begun) and after it (one that ended
 // meanwhile may have looked a table up).
 void forget_database(Oid db) {
@@ -181,38 +212,67 @@ void init() {
     ProcessUtility_hook = utility;
 }
 
-void recorded(Oid owner) {
+namespace {
+
+// The first look at a table since the server started (or its database was
+// dropped): its tombstones, committed or in progress, are counted and the
+// greatest token raised to theirs; unless one was recorded while we looked
+// (the generation moved on: it will never be tracked), the generation starts
+// from what they say. Every tombstone written after the look began is
+// recorded first, and so moves the generation; every one written before is
+// seen.
+void first_look(Slot* s, Oid owner, Survey survey) {
+    std::int64_t greatest = kLowest;
+    const std::int64_t count = survey(owner, kSurveyLimit, &greatest);
+    std::uint64_t current = pg_atomic_read_u64(&s->greatest);
+    while (count > 0 && token_of(current) < greatest &&
+           !pg_atomic_compare_exchange_u64(&s->greatest, &current, bits_of(greatest))) {
+    }
+    std::uint64_t expected = core::kUnknown;
+    (void)pg_atomic_compare_exchange_u64(&s->generation, &expected, core::after_first_look(count, kSurveyLimit));
+}
+
+}  // namespace
+
+void recorded(Oid owner, std::int64_t token, Survey survey) {
     Slot* s = slot_of(owner);
     if (s == nullptr) return;
+    if (survey != nullptr && pg_atomic_read_u64(&s->generation) == core::kUnknown) first_look(s, owner, survey);
+    // The greatest token first, then the generation (see Slot).
+    std::uint64_t current = pg_atomic_read_u64(&s->greatest);
+    while (token_of(current) < token && !pg_atomic_compare_exchange_u64(&s->greatest, &current, bits_of(token))) {
+    }
     (void)pg_atomic_fetch_add_u64(&s->generation, core::kStep);
     for (int i = 0; i < nskipping; ++i)
         if (skipping[i].slot == s) ++skipping[i].own;
 }
 
-bool insert_may_skip(Oid owner, bool (*any_tombstone)(Oid)) {
-    // Already skipping in this transaction: only while the table still has
-    // no tombstone, neither one of this transaction's own (its DELETE of a
-    // key it then inserts again) nor another's (refused at commit anyway).
+bool insert_may_skip(Oid owner, Survey survey, std::optional<std::int64_t> token) {
+    // Already skipping in this transaction: while no tombstone of the table,
+    // neither one of this transaction's own (its DELETE of a key it then
+    // inserts again) nor another's, has a token as great as this one.
     for (int i = 0; i < nskipping; ++i)
-        if (skipping[i].owner == owner)
-            return skipping[i].own == 0 && core::insert_may_skip(pg_atomic_read_u64(&skipping[i].slot->generation));
+        if (skipping[i].owner == owner) {
+            const Seen now = read_slot(skipping[i].slot);
+            if (!core::insert_may_skip(now.generation, now.greatest, token)) return false;
+            if (token && *token < skipping[i].least) skipping[i].least = *token;
+            return true;
+        }
     if (nskipping == kSkipping) return false;
     Slot* s = slot_of(owner);
     if (s == nullptr) return false;
-    std::uint64_t g = pg_atomic_read_u64(&s->generation);
-    if (g == core::kUnknown && !any_tombstone(owner)) {
-        // None, committed or in progress: unless one was recorded while we
-        // looked (the generation moved on), the table has none.
-        std::uint64_t expected = core::kUnknown;
-        (void)pg_atomic_compare_exchange_u64(&s->generation, &expected, core::kNone);
-        g = pg_atomic_read_u64(&s->generation);
+    Seen seen = read_slot(s);
+    if (seen.generation == core::kUnknown) {
+        first_look(s, owner, survey);
+        seen = read_slot(s);
     }
-    if (!core::insert_may_skip(g)) return false;
+    if (!core::insert_may_skip(seen.generation, seen.greatest, token)) return false;
     if (!callback_registered) {
         RegisterXactCallback(xact_callback, nullptr);
         callback_registered = true;
     }
-    skipping[nskipping++] = Skipping{owner, s, g, 0};
+    skipping[nskipping++] =
+        Skipping{owner, s, seen.generation, 0, token.value_or(std::numeric_limits<std::int64_t>::max())};
     return true;
 }
 

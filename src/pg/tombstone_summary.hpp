@@ -1,24 +1,34 @@
-// Whether a table has tombstones at all, in shared memory: an INSERT into a
-// table that has none skips the tombstone lookup and its key lock, and its
-// transaction is refused at commit (40001) if a tombstone of the table was
-// recorded by another transaction meanwhile (core/tombstone_summary.hpp has
-// the rules). Needs fencing in shared_preload_libraries; without it every
+// Whether a table has tombstones, and the greatest of their tokens, in shared
+// memory: an INSERT into a table that has none, or none with a token as
+// great as the INSERT's, skips the tombstone lookup and its key lock, and its
+// transaction is refused at commit (40001) if another transaction recorded a
+// tombstone of the table meanwhile that may reject it
+// (core/tombstone_summary.hpp has the rules). Needs fencing in shared_preload_libraries; without it every
 // INSERT looks its key up.
 #pragma once
 #include "pg/pg.hpp"
+
+#include <cstdint>
+#include <optional>
 
 namespace fencing::pg::tombstone_summary {
 
 // From _PG_init, while shared_preload_libraries is processed.
 void init();
 
-// Before a tombstone of the table `owner` keeps them for is written.
-void recorded(Oid owner);
+// How many tombstones the table has, committed or in progress, counted up to
+// `limit` + 1, and the greatest of their tokens (tombstones::survey): asked
+// once per table after the server starts, at the first look.
+using Survey = std::int64_t (*)(Oid owner, std::int64_t limit, std::int64_t* greatest);
 
-// Whether an INSERT into a table whose tombstones `owner` keeps may skip the
-// lookup in this transaction. `any_tombstone(owner)` tells whether the
-// table has a tombstone, committed or in progress (asked once per table
-// after the server starts).
-bool insert_may_skip(Oid owner, bool (*any_tombstone)(Oid));
+// Before a tombstone of the table `owner` keeps them for is written with
+// `token` (or a greater one, if the key's earlier tombstone has it). With
+// `survey`, a table not looked at yet is looked at first.
+void recorded(Oid owner, std::int64_t token, Survey survey);
+
+// Whether an INSERT with `token` (the one it is judged with: the row's, else
+// fencing.token) into a table whose tombstones `owner` keeps may skip the
+// lookup in this transaction.
+bool insert_may_skip(Oid owner, Survey survey, std::optional<std::int64_t> token);
 
 }  // namespace fencing::pg::tombstone_summary

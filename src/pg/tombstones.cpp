@@ -592,9 +592,23 @@ std::optional<std::int64_t> claim(Oid owner, std::uint64_t hash, Site* site, Mem
     }
 }
 
-bool any_tombstone(Oid owner) {
-    std::uint64_t hash = 0;
-    return hashes_of(handle(), owner, &hash, 1) > 0;
+std::int64_t survey(Oid owner, std::int64_t limit, std::int64_t* greatest) {
+    Handle* h = handle();
+    std::int64_t n = 0;
+    ScanKeyData skey;
+    ScanKeyInit(&skey, kAttTbl, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(owner));
+    IndexScanDesc scan = compat::index_scan_begin(h->heap, h->index, &h->dirty, 1);
+    index_rescan(scan, &skey, 1, nullptr, 0);
+    while (n <= limit && index_getnext_slot(scan, ForwardScanDirection, h->slot)) {
+        bool isnull = false;
+        const std::int64_t token = DatumGetInt64(slot_getattr(h->slot, kAttToken, &isnull));
+        if (n == 0 || token > *greatest) *greatest = token;
+        ++n;
+        if ((n & 1023) == 0) CHECK_FOR_INTERRUPTS();
+    }
+    ExecClearTuple(h->slot);
+    index_endscan(scan);
+    return n;
 }
 
 void record(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token) {
@@ -606,7 +620,7 @@ void record(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token) {
     Handle* h = handle();
     // Before the tombstone exists, and before the row is deleted: an INSERT
     // that skipped its lookup is refused at commit.
-    tombstone_summary::recorded(owner);
+    tombstone_summary::recorded(owner, token, survey);
     const LOCKTAG tag = key_tag(owner, hash);
     (void)LockAcquire(&tag, ExclusiveLock, false, false);
     put(h, owner, hash, token, GetCurrentTimestamp(), tag);
@@ -616,10 +630,8 @@ void record(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token) {
 std::int64_t move_table(Oid from, Oid to) {
     if (from == to) return 0;
     Handle* h = handle();
-    // Recorded for TO before any arrives there (none: nothing to record).
     std::uint64_t any = 0;
     if (hashes_of(h, from, &any, 1) == 0) return 0;
-    tombstone_summary::recorded(to);
     constexpr int kBatch = 10000;
     std::uint64_t* hashes = static_cast<std::uint64_t*>(palloc(sizeof(std::uint64_t) * kBatch));
     std::int64_t moved = 0;
@@ -633,6 +645,8 @@ std::int64_t move_table(Oid from, Oid to) {
             (void)LockAcquire(&from_tag, ExclusiveLock, false, false);
             Found f = lookup_settled(h, from, hashes[i], from_tag);
             if (f.found) {
+                // Recorded for TO before it arrives there.
+                tombstone_summary::recorded(to, f.token, survey);
                 simple_heap_delete(h->heap, &f.tid);
                 const LOCKTAG to_tag = key_tag(to, hashes[i]);
                 (void)LockAcquire(&to_tag, ExclusiveLock, false, false);

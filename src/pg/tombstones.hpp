@@ -107,8 +107,9 @@ std::int64_t forget_older_than(TimestampTz cutoff);
 // the others go with their owner, at the end of the (sub)transaction).
 void release(Site* site);
 
-// (1.2) Whether the table whose tombstones OWNER keeps has one, committed or
-// in progress (for tombstone_summary).
-bool any_tombstone(Oid owner);
+// (1.2) How many tombstones the table whose tombstones OWNER keeps has,
+// committed or in progress, counted up to LIMIT + 1, and the greatest of
+// their tokens in *GREATEST (for tombstone_summary).
+std::int64_t survey(Oid owner, std::int64_t limit, std::int64_t* greatest);
 
 }  // namespace fencing::pg::tombstones

@@ -359,10 +359,12 @@ Datum enforce(FunctionCallInfo fcinfo) {
         if (!cs->key.usable) rejections::no_usable_key(rel, cs->key.problem);
         switch (ev) {
             case core::WriteEvent::insert:
-                // (1.2) A table without tombstones: nothing to look up (its
-                // transaction is refused at commit if one was recorded since).
-                if (!in.replicated &&
-                    pg::tombstone_summary::insert_may_skip(cs->tombstone_owner, tombstones::any_tombstone))
+                // (1.2) A table without tombstones, or without one whose
+                // token is as great as the INSERT's: nothing to look up (its
+                // transaction is refused at commit if one that may reject it
+                // was recorded since).
+                if (!in.replicated && pg::tombstone_summary::insert_may_skip(cs->tombstone_owner, tombstones::survey,
+                                                                             in.row_token ? in.row_token : in.setting))
                     break;
                 new_key = tombstones::hash_key(&cs->key, rel, td->tg_trigtuple);
                 in.deleted = tombstones::claim(cs->tombstone_owner, new_key, &cs->site, fcinfo->flinfo->fn_mcxt);

@@ -11,7 +11,13 @@
 #   app:  INSERT of key 1 with token 20 -> 23T01
 #
 # Also: a row written into fencing.tombstones by SQL counts as a tombstone
-# of the table it names, for INSERTs that come after it.
+# of the table it names, for INSERTs that come after it. And after a
+# restart, the first look at a table with tombstones reads the greatest of
+# their tokens: an INSERT with a token not above it looks its key up (a
+# stale one is rejected), one with a newer token does not (its transaction
+# is refused at commit if another records a tombstone with a token as
+# great meanwhile); a table with more than 100,000 tombstones then looks
+# every key up.
 use strict;
 use warnings;
 
@@ -68,6 +74,48 @@ $node->safe_psql('app', q{
 });
 ($rc, $out, $err) = $node->psql('app', "INSERT INTO u VALUES (7, 20)");
 like($err, qr/stale fence token/, 'a tombstone written by SQL is met by a later INSERT (23T01)');
+
+# ---- after a restart -------------------------------------------------------------
+
+$node->safe_psql('app', q{
+  CREATE TABLE r (id int PRIMARY KEY, fence_token fencing.token);
+  SELECT fencing.protect('r');
+  INSERT INTO r SELECT g, 10 FROM generate_series(1, 40) g;
+  BEGIN; SET LOCAL fencing.token = '20'; DELETE FROM r WHERE id = 9; COMMIT;
+  BEGIN; SET LOCAL fencing.token = '12'; DELETE FROM r WHERE id BETWEEN 10 AND 30; COMMIT;
+  CREATE TABLE big (id int PRIMARY KEY, fence_token fencing.token);
+  SELECT fencing.protect('big');
+  INSERT INTO big SELECT g, 10 FROM generate_series(1, 100002) g;
+  BEGIN; SET LOCAL fencing.token = '20'; DELETE FROM big WHERE id <= 100001; COMMIT;
+});
+$node->restart;
+($rc, $out, $err) = $node->psql('app', "INSERT INTO r VALUES (9, 20)");
+like($err, qr/stale fence token/, 'after a restart, an INSERT with the greatest tombstone token is judged (23T01)');
+($rc, $out, $err) = $node->psql('app', "INSERT INTO r VALUES (9, 19)");
+like($err, qr/stale fence token/, 'and so is one below it');
+is($node->safe_psql('app', 'SELECT count(*) FROM r WHERE id = 9'), '0', 'neither row landed');
+
+# An INSERT with a newer token skips the lookup: another transaction's
+# tombstone with a token as great, recorded before its commit, refuses it.
+sub refused_by_concurrent_delete
+{
+	my ($table, $insert_token, $delete_token, $delete_id) = @_;
+	my $s1 = $node->background_psql('app', on_error_stop => 0);
+	$s1->query_safe("BEGIN; INSERT INTO $table VALUES (1000000, $insert_token)");
+	$node->safe_psql('app',
+		"BEGIN; SET LOCAL fencing.token = '$delete_token'; DELETE FROM $table WHERE id = $delete_id; COMMIT");
+	$s1->{stderr} = '';
+	$s1->query('COMMIT');
+	my $refused = $s1->{stderr} =~ /could not check the inserted keys/ ? 1 : 0;
+	$s1->quit;
+	return $refused;
+}
+is(refused_by_concurrent_delete('r', 30, 40, 1), 1,
+	'after a restart, an INSERT with a newer token skipped its lookup (refused at commit by a DELETE at 40)');
+is(refused_by_concurrent_delete('r', 50, 45, 2), 0, 'a DELETE with an older token than the INSERT\'s does not refuse it');
+is($node->safe_psql('app', 'SELECT fence_token FROM r WHERE id = 1000000'), '50', 'that row landed');
+is(refused_by_concurrent_delete('big', 30, 40, 100002), 0,
+	'a table with more than 100,000 tombstones looks every key up after a restart (no refusal at commit)');
 
 $node->stop;
 done_testing();
