@@ -565,3 +565,41 @@ PREPARE TRANSACTION 't11_2pc_guard';
 SELECT count(*) AS guards_left FROM pg_locks
  WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objsubid = 32259;
 SELECT fencing.release('t11:2pc-guard');
+
+--------------------------------------------------------------------------------
+-- Not during a parallel operation (25000): a lock a parallel worker takes
+-- goes when the worker exits, at the end of its statement, so a validate()
+-- guard there would not last until its transaction ends. fencing's own
+-- functions are PARALLEL UNSAFE; a function declared PARALLEL SAFE that
+-- calls them is refused too (in a worker or, when none is free, in the
+-- leader running the parallel plan itself).
+--------------------------------------------------------------------------------
+CREATE FUNCTION t11_par_validate(r text, t bigint) RETURNS bigint LANGUAGE plpgsql PARALLEL SAFE
+  AS $$ BEGIN RETURN fencing.validate(r, t); END $$;
+CREATE FUNCTION t11_par_acquire(r text) RETURNS bigint LANGUAGE plpgsql PARALLEL SAFE
+  AS $$ BEGIN RETURN fencing.acquire(r); END $$;
+CREATE FUNCTION t11_par_release(r text) RETURNS boolean LANGUAGE plpgsql PARALLEL SAFE
+  AS $$ BEGIN RETURN fencing.release(r); END $$;
+SELECT fencing.acquire('t11:parallel') AS par_tok \gset
+BEGIN;
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+                       THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END, 'on', true) AS parallel;
+\set VERBOSITY terse
+SAVEPOINT a;
+SELECT t11_par_validate('t11:parallel', :par_tok);
+\echo :SQLSTATE
+ROLLBACK TO a;
+SELECT t11_par_acquire('t11:parallel-2');
+\echo :SQLSTATE
+ROLLBACK TO a;
+SELECT t11_par_release('t11:parallel');
+\echo :SQLSTATE
+ROLLBACK TO a;
+\set VERBOSITY default
+COMMIT;
+-- No guard was left, and the hold is still there.
+SELECT count(*) FILTER (WHERE objsubid = 32259 /* kGuardTagKind */) AS guards,
+       count(*) FILTER (WHERE objsubid = 32257 /* kResourceTagKind */) AS holds
+  FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+SELECT fencing.release('t11:parallel');
+DROP FUNCTION t11_par_validate(text, bigint), t11_par_acquire(text), t11_par_release(text);

@@ -329,8 +329,25 @@ bool release_one(const Resource& r) {
     return true;
 }
 
+// A lock a parallel worker takes is the worker's, and goes when the worker
+// exits, with its statement (PostgreSQL refuses its own advisory locks
+// there for that reason): a validate() guard would not last until the
+// transaction ends, nor a hold for the session. fencing's functions are
+// PARALLEL UNSAFE; a function declared PARALLEL SAFE that calls them could
+// still run them in a worker.
+void refuse_in_parallel_mode(const char* name) {
+    if (IsInParallelMode())
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_TRANSACTION_STATE), errmsg("cannot call %s during a parallel operation", name),
+                 errdetail("A lock taken in a parallel worker is given back when the worker exits, at the end "
+                           "of its statement; fencing locks and validate() guards last for their session or "
+                           "transaction."),
+                 errhint("Declare the functions that call %s PARALLEL UNSAFE.", name)));
+}
+
 Datum acquire_entry(FunctionCallInfo fcinfo, bool session, bool try_only, const char* name) {
     return guarded(name, [&]() -> Datum {
+        refuse_in_parallel_mode(name);
         std::int64_t token = 0;
         if (!acquire(fcinfo, session, try_only, &token)) PG_RETURN_NULL();
         PG_RETURN_INT64(token);
@@ -371,6 +388,7 @@ FENCING_FUNCTION(fencing_try_acquire_xact_with_options) {
 
 FENCING_FUNCTION(fencing_release) {
     return guarded("fencing.release", [&]() -> Datum {
+        refuse_in_parallel_mode("fencing.release");
         Resource r = resource_arg(fcinfo, 0);
         bool released = release_one(r);
         if (!released)
@@ -385,6 +403,7 @@ FENCING_FUNCTION(fencing_release) {
 
 FENCING_FUNCTION(fencing_release_all) {
     return guarded("fencing.release_all", [&]() -> Datum {
+        refuse_in_parallel_mode("fencing.release_all");
         std::int32_t released = 0;
         // Copied into palloc'd memory first: the loop below calls the lock
         // manager, which may raise an error, and must hold no C++ object.
@@ -428,6 +447,7 @@ FENCING_FUNCTION(fencing_current) {
 
 FENCING_FUNCTION(fencing_validate) {
     return guarded("fencing.validate", [&]() -> Datum {
+        refuse_in_parallel_mode("fencing.validate");
         Resource r = resource_arg(fcinfo, 0);
         if (PG_ARGISNULL(1))
             ereport(
@@ -468,6 +488,7 @@ FENCING_FUNCTION(fencing_validate) {
 
 FENCING_FUNCTION(fencing_renew) {
     return guarded("fencing.renew", [&]() -> Datum {
+        refuse_in_parallel_mode("fencing.renew");
         Resource r = resource_arg(fcinfo, 0);
         r.key = held_key_of(r);  // a permit of the resource, when the session holds one
         const LOCKTAG rtag = resource_tag(r.key);
