@@ -39,6 +39,7 @@ extern "C" {
 #include "catalog/pg_trigger.h"
 #include "common/hashfn.h"
 #include "utils/catcache.h"
+#include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/typcache.h"
 }
@@ -557,6 +558,19 @@ const char* key_problem(Oid relid) {
     build_key(key, rel, CurrentMemoryContext);
     relation_close(rel, AccessShareLock);
     return key->usable ? nullptr : key->problem;
+}
+
+bool same_key_bytes(const Key* key, Relation rel, HeapTuple a, HeapTuple b) {
+    TupleDesc desc = RelationGetDescr(rel);
+    for (int k = 0; k < key->natts; ++k) {
+        const Form_pg_attribute att = TupleDescAttr(desc, key->att[k] - 1);
+        bool anull = false, bnull = false;
+        const Datum av = heap_getattr(a, key->att[k], desc, &anull);
+        const Datum bv = heap_getattr(b, key->att[k], desc, &bnull);
+        if (anull != bnull) return false;
+        if (!anull && !datumIsEqual(av, bv, att->attbyval, att->attlen)) return false;
+    }
+    return true;
 }
 
 std::uint64_t hash_key(const Key* key, Relation rel, HeapTuple tup) {

@@ -67,6 +67,11 @@ const char* key_problem(Oid relid);
 // the primary key compares them, hash equally.
 std::uint64_t hash_key(const Key* key, Relation rel, HeapTuple tup);
 
+// Whether the primary keys of tuples A and B of REL have the same bytes
+// (then they are equal and hash equally; false says nothing): an UPDATE
+// that leaves the key alone needs no hashing.
+bool same_key_bytes(const Key* key, Relation rel, HeapTuple a, HeapTuple b);
+
 // The table whose tombstones (and key locks) a write to RELID uses: the
 // top-most ancestor that carries a trigger on CHECK_FN (fencing.enforce),
 // following at each level the first such parent in inhseqno order; RELID

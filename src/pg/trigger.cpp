@@ -370,6 +370,7 @@ Datum enforce(FunctionCallInfo fcinfo) {
                 in.deleted = tombstones::claim(cs->tombstone_owner, new_key, &cs->site, fcinfo->flinfo->fn_mcxt);
                 break;
             case core::WriteEvent::update:
+                if (tombstones::same_key_bytes(&cs->key, rel, td->tg_trigtuple, td->tg_newtuple)) break;
                 old_key = tombstones::hash_key(&cs->key, rel, td->tg_trigtuple);
                 new_key = tombstones::hash_key(&cs->key, rel, td->tg_newtuple);
                 if (old_key != new_key) {
