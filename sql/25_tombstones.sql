@@ -708,3 +708,54 @@ RESET ROLE;
 SELECT count(*) FROM fencing.tombstones WHERE tbl = 'tb_w'::regclass;
 DROP TABLE tb_w;
 DROP ROLE regress_tb_writer;
+
+-- (1.2) protect() of an ancestor of tables protected before it: the
+-- tombstones they kept under themselves count for the whole hierarchy from
+-- then on (moved to the new owner). A partition protected alone, then its
+-- partitioned table:
+CREATE TABLE tb_anc (id int PRIMARY KEY, fence_token bigint) PARTITION BY RANGE (id);
+CREATE TABLE tb_anc1 PARTITION OF tb_anc FOR VALUES FROM (0) TO (100);
+INSERT INTO tb_anc VALUES (1, 10), (2, 10);
+SELECT fencing.protect('tb_anc1');
+BEGIN;
+SET LOCAL fencing.token = '500';
+DELETE FROM tb_anc1 WHERE id = 1;
+COMMIT;
+SELECT fencing.protect('tb_anc');
+\set VERBOSITY terse
+INSERT INTO tb_anc VALUES (1, 300);
+INSERT INTO tb_anc1 VALUES (1, 300);
+\set VERBOSITY default
+SELECT tbl::regclass AS kept_under, token FROM fencing.tombstones
+ WHERE tbl IN ('tb_anc'::regclass, 'tb_anc1'::regclass);
+-- A child of two parents, judged under the second (protected first), then
+-- under the first once that is protected too: the second keeps its
+-- tombstones (its own rows' keys), and the first gets a copy.
+CREATE TABLE tb_q1 (id int, fence_token bigint);
+CREATE TABLE tb_q2 (id int PRIMARY KEY, fence_token bigint);
+ALTER TABLE tb_q1 ADD PRIMARY KEY (id);
+CREATE TABLE tb_qc () INHERITS (tb_q1, tb_q2);
+ALTER TABLE tb_qc ADD PRIMARY KEY (id);
+INSERT INTO tb_qc VALUES (7, 10);
+SELECT fencing.protect('tb_q2');
+BEGIN;
+SET LOCAL fencing.token = '500';
+DELETE FROM tb_q2 WHERE id = 7;
+COMMIT;
+SELECT fencing.protect('tb_q1');
+\set VERBOSITY terse
+INSERT INTO tb_qc VALUES (7, 300);
+INSERT INTO tb_q2 VALUES (7, 300);
+\set VERBOSITY default
+SELECT tbl::regclass AS kept_under, token FROM fencing.tombstones
+ WHERE tbl IN ('tb_q1'::regclass, 'tb_q2'::regclass, 'tb_qc'::regclass) ORDER BY tbl::regclass::text;
+-- For the table's owner only.
+CREATE ROLE regress_tb_joiner;
+GRANT USAGE ON SCHEMA fencing TO regress_tb_joiner;
+SET ROLE regress_tb_joiner;
+SELECT fencing.join_tombstones('tb_anc');
+\echo :SQLSTATE
+RESET ROLE;
+REVOKE USAGE ON SCHEMA fencing FROM regress_tb_joiner;
+DROP ROLE regress_tb_joiner;
+DROP TABLE tb_anc, tb_qc, tb_q1, tb_q2;

@@ -354,6 +354,12 @@ BEGIN
                               d.parent, r.relname, d.child),
               HINT = 'Protect the parent tables with the same settings.';
     END IF;
+    -- (1.2) Tables the check now reaches that owned their protection before
+    -- (protected before this one) keep their tombstones under themselves:
+    -- they count under the owner the tables have now.
+    IF use_tombstones THEN
+        PERFORM fencing.join_tombstones(tbl);
+    END IF;
 
     -- Tokens issued from now on must be newer than every token the table
     -- holds. advance_past_table moves the counter only within the clock bound
@@ -556,6 +562,9 @@ COMMENT ON FUNCTION fencing.forget_tombstones(interval) IS 'Removes tombstones o
 COMMENT ON FUNCTION fencing.advance_past(regclass, bigint) IS 'Moves the token counter past a token (superuser, within the clock bound)';
 COMMENT ON FUNCTION fencing.advance_past_table(regclass) IS 'Moves the token counter past the largest token of a table its caller owns (used by protect)';
 COMMENT ON FUNCTION fencing.tombstone_key_problem(regclass) IS 'Why a table''s primary key cannot carry tombstones, or NULL (used by protect)';
+CREATE FUNCTION fencing.join_tombstones(tbl regclass)
+    RETURNS bigint AS 'MODULE_PATHNAME', 'fencing_join_tombstones' LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION fencing.join_tombstones(regclass) IS 'Moves the tombstones the tables a protected table reaches kept under earlier owners to their owner now (used by protect)';
 COMMENT ON FUNCTION fencing.reached_tables(regclass) IS
     'The tables a write through a table reaches: itself, its partitions and inheritance children (used by protect)';
 COMMENT ON FUNCTION fencing.trigger_args(bytea) IS 'Decodes a protection trigger''s arguments';

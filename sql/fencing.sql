@@ -455,6 +455,9 @@ COMMENT ON FUNCTION fencing.forget_tombstones(interval) IS 'Removes tombstones o
 
 -- Why a table's primary key cannot carry tombstones (a sentence), or NULL.
 -- For the table's owner (used by protect).
+CREATE FUNCTION fencing.join_tombstones(tbl regclass)
+    RETURNS bigint AS 'MODULE_PATHNAME', 'fencing_join_tombstones' LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION fencing.join_tombstones(regclass) IS 'Moves the tombstones the tables a protected table reaches kept under earlier owners to their owner now (used by protect)';
 CREATE FUNCTION fencing.tombstone_key_problem(tbl regclass)
     RETURNS text AS 'MODULE_PATHNAME', 'fencing_tombstone_key_problem' LANGUAGE C STABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION fencing.tombstone_key_problem(regclass) IS 'Why a table''s primary key cannot carry tombstones, or NULL (used by protect)';
@@ -705,6 +708,12 @@ BEGIN
               DETAIL = format('"%s" is protected with other settings than "%s"; a write through either reaches the rows of "%s", which can carry one check only.',
                               d.parent, r.relname, d.child),
               HINT = 'Protect the parent tables with the same settings.';
+    END IF;
+    -- (1.2) Tables the check now reaches that owned their protection before
+    -- (protected before this one) keep their tombstones under themselves:
+    -- they count under the owner the tables have now.
+    IF use_tombstones THEN
+        PERFORM fencing.join_tombstones(tbl);
     END IF;
 
     -- Tokens issued from now on must be newer than every token the table

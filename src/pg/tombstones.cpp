@@ -36,6 +36,7 @@ extern "C" {
 #include "catalog/index.h"
 #include "catalog/pg_am_d.h"
 #include "catalog/pg_amop.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
 #include "common/hashfn.h"
 #include "utils/catcache.h"
@@ -674,6 +675,72 @@ std::int64_t move_table(Oid from, Oid to) {
     }
     pfree(hashes);
     return moved;
+}
+
+// Copies every tombstone kept under FROM to TO (FROM keeps them), a key's
+// newer token winning where both have one. Returns how many.
+static std::int64_t copy_table(Oid from, Oid to) {
+    if (from == to) return 0;
+    Handle* h = handle();
+    // Every hash first: copying writes none under FROM, so one pass reads
+    // them all.
+    int cap = 1024, n = 0;
+    std::uint64_t* hashes = static_cast<std::uint64_t*>(palloc(sizeof(std::uint64_t) * cap));
+    {
+        ScanKeyData skey;
+        ScanKeyInit(&skey, kAttTbl, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(from));
+        IndexScanDesc scan = compat::index_scan_begin(h->heap, h->index, &h->dirty, 1);
+        index_rescan(scan, &skey, 1, nullptr, 0);
+        while (index_getnext_slot(scan, ForwardScanDirection, h->slot)) {
+            if (n == cap) {
+                cap *= 2;
+                hashes = static_cast<std::uint64_t*>(repalloc_huge(hashes, sizeof(std::uint64_t) * cap));
+            }
+            bool isnull = false;
+            hashes[n++] = static_cast<std::uint64_t>(DatumGetInt64(slot_getattr(h->slot, kAttHash, &isnull)));
+        }
+        ExecClearTuple(h->slot);
+        index_endscan(scan);
+    }
+    std::int64_t copied = 0;
+    for (int i = 0; i < n; ++i) {
+        const LOCKTAG from_tag = key_tag(from, hashes[i]);
+        (void)LockAcquire(&from_tag, ExclusiveLock, false, false);
+        const Found f = lookup_settled(h, from, hashes[i], from_tag);
+        if (f.found) {
+            tombstone_summary::recorded(to, f.token, survey);
+            const LOCKTAG to_tag = key_tag(to, hashes[i]);
+            (void)LockAcquire(&to_tag, ExclusiveLock, false, false);
+            put(h, to, hashes[i], f.token, f.deleted_at, to_tag);
+            LockRelease(&to_tag, ExclusiveLock, false);
+            ++copied;
+        }
+        LockRelease(&from_tag, ExclusiveLock, false);
+        if ((i & 1023) == 0) CHECK_FOR_INTERRUPTS();
+    }
+    pfree(hashes);
+    return copied;
+}
+
+std::int64_t join_owner(Oid relid, Oid check_fn) {
+    // Writers of the tables are waited for, so that none records a
+    // tombstone under an old owner behind the move.
+    List* tables = find_all_inheritors(relid, ShareLock, nullptr);
+    std::int64_t n = 0;
+    ListCell* lc;
+    foreach (lc, tables) {
+        const Oid t = lfirst_oid(lc);
+        const Oid owner = owner_of(t, check_fn);
+        n += move_table(t, owner);
+        ListCell* pc;
+        List* parents = inheritance_parents(t);
+        foreach (pc, parents) {
+            const Oid p = lfirst_oid(pc);
+            if (list_member_oid(tables, p)) continue;
+            n += copy_table(owner_of(p, check_fn), owner);
+        }
+    }
+    return n;
 }
 
 std::int64_t remove_table(Oid relid) {

@@ -96,6 +96,15 @@ void record(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token);
 // how many.
 std::int64_t move_table(Oid from, Oid to);
 
+// (1.2) After RELID's check was installed (protect()): the tables a write
+// through RELID reaches (locked against writes here) may have owned their
+// protection before (protected before RELID, or an ancestor unprotected),
+// and keep tombstones under themselves: they move to the owner they have
+// now. A table among them with a parent outside them was judged under that
+// parent's owner, which keeps its tombstones for its own hierarchy: they
+// are copied. Returns how many moved or were copied.
+std::int64_t join_owner(Oid relid, Oid check_fn);
+
 // Removes every tombstone kept under RELID, a table being dropped (it is
 // locked, so none of its rows is being written); returns how many. A
 // partition or inheritance child keeps none of its rows' tombstones (its

@@ -97,6 +97,22 @@ FENCING_FUNCTION(fencing_sql_drop) {
     });
 }
 
+// fencing.join_tombstones(tbl regclass): protect() calls it once tbl's check
+// is installed; the tombstones the tables it reaches kept under earlier
+// owners count under the owner they have now (tombstones::join_owner). For
+// the table's owner.
+FENCING_FUNCTION(fencing_join_tombstones) {
+    return guarded("fencing.join_tombstones", [&]() -> Datum {
+        const Oid relid = PG_GETARG_OID(0);
+        const char* relname = get_rel_name(relid);
+        if (relname == nullptr)
+            ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", relid)));
+        if (!compat::is_relation_owner(relid, GetUserId()))
+            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE), errmsg("must be owner of table %s", relname)));
+        PG_RETURN_INT64(join_owner(relid, enforce_function()));
+    });
+}
+
 // fencing.tombstone_key_problem(tbl regclass): why the table's primary key
 // cannot carry tombstones, or NULL. For the table's owner (protect() asks).
 FENCING_FUNCTION(fencing_tombstone_key_problem) {

@@ -25,7 +25,7 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 
 BEGIN;
-SELECT plan(150);
+SELECT plan(151);
 
 SET LOCAL client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dblink;
@@ -175,6 +175,8 @@ SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT fencing.tombstone_key_p
           'fencing.tombstone_key_problem is for the table''s owner');
 SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT * FROM fencing.reached_tables('public.t50_owned')$q$), '42501',
           'fencing.reached_tables is for the table''s owner');
+SELECT is(t50.state_as('fencing_t50_intruder', $q$SELECT fencing.join_tombstones('public.t50_owned')$q$), '42501',
+          'fencing.join_tombstones is for the table''s owner');
 -- A fenced DELETE by a role that has nothing of fencing still records its
 -- tombstone: the stale INSERT of the key that follows is rejected.
 SELECT is(t50.state_as('fencing_t50_writer',
@@ -286,7 +288,7 @@ SELECT set_eq(
           'fencing.stats_data()', 'fencing.table_stats_data()', 'fencing.lock_delays()',
           -- used by protect; each checks that its caller owns the table
           'fencing.advance_past_table(regclass)', 'fencing.tombstone_key_problem(regclass)',
-          'fencing.reached_tables(regclass)',
+          'fencing.reached_tables(regclass)', 'fencing.join_tombstones(regclass)',
           -- protect's and raise_floor's work; checks that its caller owns the table
           'fencing.install_check(regclass,name,boolean,text,boolean,boolean,bigint)'],
     'PUBLIC may execute exactly the API, the functions behind the views and the self-checking support functions');
