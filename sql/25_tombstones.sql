@@ -756,6 +756,10 @@ SET ROLE regress_tb_joiner;
 SELECT fencing.join_tombstones('tb_anc');
 \echo :SQLSTATE
 RESET ROLE;
+BEGIN READ ONLY;
+SELECT fencing.join_tombstones('tb_anc');
+\echo :SQLSTATE
+ROLLBACK;
 REVOKE USAGE ON SCHEMA fencing FROM regress_tb_joiner;
 DROP ROLE regress_tb_joiner;
 DROP TABLE tb_anc, tb_qc, tb_q1, tb_q2;

@@ -109,6 +109,9 @@ FENCING_FUNCTION(fencing_join_tombstones) {
             ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", relid)));
         if (!compat::is_relation_owner(relid, GetUserId()))
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE), errmsg("must be owner of table %s", relname)));
+        if (XactReadOnly)
+            ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+                            errmsg("cannot move tombstones in a read-only transaction")));
         PG_RETURN_INT64(join_owner(relid, enforce_function()));
     });
 }
