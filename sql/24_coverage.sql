@@ -88,12 +88,19 @@ SELECT * FROM fencing.protected WHERE tbl = 'ih_other'::regclass;
 CREATE TABLE ih_p2 (id int PRIMARY KEY, fence_token fencing.token, v text);
 SELECT fencing.protect('ih_p2', fence_deletes => false);
 CREATE TABLE ih_both (PRIMARY KEY (id)) INHERITS (ih, ih_p2);
--- With the same settings it is accepted.
+-- (1.2) With the same settings and tombstones too: the child would be in
+-- two protected hierarchies (25_tombstones).
 SELECT fencing.protect('ih_p2', allow_equal => true);
 CREATE TABLE ih_both (PRIMARY KEY (id)) INHERITS (ih, ih_p2);
+-- Without tombstones, with the same settings, it is accepted.
+CREATE TABLE ih_n1 (id int PRIMARY KEY, fence_token fencing.token, v text);
+CREATE TABLE ih_n2 (id int PRIMARY KEY, fence_token fencing.token, v text);
+SELECT fencing.protect('ih_n1', tombstones => false);
+SELECT fencing.protect('ih_n2', tombstones => false);
+CREATE TABLE ih_both (PRIMARY KEY (id)) INHERITS (ih_n1, ih_n2);
 SELECT * FROM fencing.protected WHERE tbl = 'ih_both'::regclass;
 -- ... and protect() of one parent cannot then make them differ.
-SELECT fencing.protect('ih_p2', on_stale => 'skip');
+SELECT fencing.protect('ih_n2', tombstones => false, on_stale => 'skip');
 
 -- A child always has the token column, with its type: PostgreSQL refuses a
 -- table that lacks it or has another type.
@@ -288,7 +295,7 @@ DROP TABLE un_p1, un_p, un_c, un;
 DROP TABLE rp, rp1, ro CASCADE;
 DROP TABLE pa, pa_ap, pa_us, pa_sub, pa_bigp, pa_big;
 DROP TABLE ih2 CASCADE;
-DROP TABLE ih, ih_p2, ih_add, ih_other, ih_tree CASCADE;
+DROP TABLE ih, ih_p2, ih_add, ih_other, ih_tree, ih_n1, ih_n2 CASCADE;
 DROP FOREIGN TABLE ih_ft;
 DROP SERVER cov_srv;
 DROP FOREIGN DATA WRAPPER cov_fdw;

@@ -30,6 +30,7 @@
 #include "pg/bridge.hpp"
 #include "pg/catalog_ids.hpp"
 #include "pg/inheritance.hpp"
+#include "pg/rejections.hpp"
 #include "pg/tombstones.hpp"
 
 extern "C" {
@@ -240,6 +241,10 @@ void cover_child(Oid relid, bool advance, Oid enforce) {
         }
     }
     if (from == InvalidOid) return;
+    // With tombstones, its writes are judged under one hierarchy's owner.
+    if (strcmp(check_arg(args, 4), "true") == 0)
+        if (const Oid other = tombstones::other_owner_of(relid, enforce); OidIsValid(other))
+            rejections::two_hierarchies(relid, tombstones::owner_of(relid, enforce), other);
     if (relkind == RELKIND_FOREIGN_TABLE)
         ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                         errmsg("foreign table \"%s\" cannot inherit from protected table \"%s\"", name_of(relid),

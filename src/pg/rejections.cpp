@@ -189,6 +189,21 @@ void temporary_with_tombstones(Relation rel, const char* check_name) {
     pg_unreachable();
 }
 
+void two_hierarchies(Oid relid, Oid owner, Oid other) {
+    const char* name = get_rel_name(relid);
+    const char* owner_name = get_rel_name(owner);
+    const char* other_name = get_rel_name(other);
+    ereport(ERROR,
+            (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+             errmsg("table \"%s\" inherits from two protected hierarchies", name ? name : "?"),
+             errdetail("A write to it would be judged against the tombstones of \"%s\" only: a key deleted in the "
+                       "hierarchy of \"%s\" could be inserted again into it with an older token.",
+                       owner_name ? owner_name : "?", other_name ? other_name : "?"),
+             errhint("Give it protected parents of one hierarchy only (ALTER TABLE ... NO INHERIT), or protect "
+                     "the parents with tombstones => false.")));
+    pg_unreachable();
+}
+
 void no_usable_key(Relation rel, const char* problem) {
     ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                     errmsg("relation \"%s\" is protected with tombstones but has no usable primary key",

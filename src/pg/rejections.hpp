@@ -41,6 +41,13 @@ void log_skipped_replicated(Relation rel, core::RejectReason why);
 // tombstones.
 [[noreturn]] void temporary_with_tombstones(Relation rel, const char* check_name);
 
+// 0A000: RELID, a table whose check keeps tombstones, is in two protected
+// hierarchies (an inheritance child of several parents): OWNER's, under
+// which its tombstones are kept and its writes judged, and OTHER's. Raised
+// at a write and by the DDL that would make it so (protect, CREATE TABLE
+// ... INHERITS, ALTER TABLE ... INHERIT).
+[[noreturn]] void two_hierarchies(Oid relid, Oid owner, Oid other);
+
 // 55000: REL is protected with tombstones, but its primary key cannot carry
 // them; PROBLEM says why (a sentence).
 [[noreturn]] void no_usable_key(Relation rel, const char* problem);

@@ -29,6 +29,7 @@
 #include "pg/catalog_ids.hpp"
 #include "pg/inheritance.hpp"
 #include "pg/lock_tags.hpp"
+#include "pg/rejections.hpp"
 
 extern "C" {
 #include "access/hash.h"
@@ -393,6 +394,7 @@ void key_from_plan(Key* key, const KeyPlan& plan, MemoryContext cxt) {
     key->built = true;
     key->usable = plan.usable;
     key->problem = plan.problem;
+    key->other_owner = InvalidOid;
     key->natts = plan.usable ? plan.natts : 0;
     for (int k = 0; k < key->natts; ++k) {
         key->att[k] = plan.att[k];
@@ -416,7 +418,7 @@ struct Chain {
     }
 };
 
-Oid owner_walk(Oid relid, Oid check_fn, Chain* chain);
+Oid owner_walk(Oid relid, Oid check_fn, Chain* chain, Oid* other);
 
 // The per-backend cache of each protected table's key plan and tombstone
 // owner. An entry is rebuilt after a relcache invalidation of the table,
@@ -432,6 +434,7 @@ struct PlanEntry {
     bool valid;
     KeyPlan plan;
     Oid owner;
+    Oid other_owner;
     Chain chain;
 };
 HTAB* plans = nullptr;
@@ -489,7 +492,8 @@ PlanEntry* plan_entry(Relation rel, Oid check_fn) {
     Oid pk = InvalidOid;
     plan_key(&plan, rel, &pk);
     Chain chain;
-    const Oid owner = owner_walk(relid, check_fn, &chain);
+    Oid other = InvalidOid;
+    const Oid owner = owner_walk(relid, check_fn, &chain, &other);
     if (OidIsValid(pk)) chain.add(pk);
     // (Dynahash entries stay where they are, and callbacks only mark them.)
     const char* old_problem = e->plan.problem;
@@ -498,6 +502,7 @@ PlanEntry* plan_entry(Relation rel, Oid check_fn) {
     if (old_problem != nullptr) pfree(const_cast<char*>(old_problem));
     e->check_fn = check_fn;
     e->owner = owner;
+    e->other_owner = other;
     e->chain = chain;
     e->valid = !chain.overflow && invalidations == before;
     return e;
@@ -516,36 +521,68 @@ Oid prepare(Key* key, Relation rel, Oid check_fn, MemoryContext cxt) {
     const PlanEntry* e = plan_entry(rel, check_fn);
     key_from_plan(key, e->plan, cxt);
     if (key->problem != nullptr) key->problem = MemoryContextStrdup(cxt, key->problem);
+    key->other_owner = e->other_owner;
     return e->owner;
 }
 
-Oid owner_of(Oid relid, Oid check_fn) { return owner_walk(relid, check_fn, nullptr); }
+Oid owner_of(Oid relid, Oid check_fn) { return owner_walk(relid, check_fn, nullptr, nullptr); }
+
+Oid other_owner_of(Oid relid, Oid check_fn) {
+    Oid other = InvalidOid;
+    (void)owner_walk(relid, check_fn, nullptr, &other);
+    return other;
+}
 
 namespace {
 
-Oid owner_walk(Oid relid, Oid check_fn, Chain* chain) {
+// The parents of RELID that carry the check, in inhseqno order (each added
+// to CHAIN, checked or not).
+List* checked_parents(Relation tgrel, Oid relid, Oid check_fn, Chain* chain) {
+    List* parents = inheritance_parents(relid);
+    List* out = NIL;
+    ListCell* lc;
+    foreach (lc, parents) {
+        const Oid parent = lfirst_oid(lc);
+        if (chain != nullptr) chain->add(parent);
+        if (carries_check(tgrel, parent, check_fn)) out = lappend_oid(out, parent);
+    }
+    list_free(parents);
+    return out;
+}
+
+Oid owner_walk(Oid relid, Oid check_fn, Chain* chain, Oid* other) {
     if (chain != nullptr) chain->add(relid);
     Relation tgrel = table_open(TriggerRelationId, AccessShareLock);
+    // The owner: the first parent (in inhseqno order) that carries the
+    // check, level by level (a partition has one parent).
     Oid owner = relid;
     for (;;) {
-        // The first parent (in inhseqno order) that carries the check: a
-        // partition has one parent; an inheritance child of several parents
-        // keeps its tombstones with the first protected one's owner.
-        List* parents = inheritance_parents(owner);
-        Oid next = InvalidOid;
-        ListCell* lc;
-        foreach (lc, parents) {
-            const Oid parent = lfirst_oid(lc);
-            if (chain != nullptr) chain->add(parent);
-            if (carries_check(tgrel, parent, check_fn)) {
-                next = parent;
-                break;
-            }
-        }
+        List* parents = checked_parents(tgrel, owner, check_fn, chain);
+        const Oid next = parents != NIL ? linitial_oid(parents) : InvalidOid;
         list_free(parents);
         if (!OidIsValid(next)) break;
         owner = next;  // pg_inherits has no cycles
         CHECK_FOR_INTERRUPTS();
+    }
+    // Another top-most table reached through any other parent that carries
+    // the check (an inheritance child of several parents): a table whose
+    // writes no single hierarchy's tombstones can judge.
+    if (other != nullptr) {
+        *other = InvalidOid;
+        List* todo = list_make1_oid(relid);
+        List* seen = NIL;
+        while (todo != NIL && !OidIsValid(*other)) {
+            const Oid t = llast_oid(todo);
+            todo = list_delete_last(todo);
+            if (list_member_oid(seen, t)) continue;
+            seen = lappend_oid(seen, t);
+            List* parents = checked_parents(tgrel, t, check_fn, chain);
+            if (parents == NIL && t != owner) *other = t;
+            todo = list_concat(todo, parents);
+            CHECK_FOR_INTERRUPTS();
+        }
+        list_free(todo);
+        list_free(seen);
     }
     table_close(tgrel, AccessShareLock);
     return owner;
@@ -677,51 +714,6 @@ std::int64_t move_table(Oid from, Oid to) {
     return moved;
 }
 
-// Copies every tombstone kept under FROM to TO (FROM keeps them), a key's
-// newer token winning where both have one. Returns how many.
-static std::int64_t copy_table(Oid from, Oid to) {
-    if (from == to) return 0;
-    Handle* h = handle();
-    // Every hash first: copying writes none under FROM, so one pass reads
-    // them all.
-    int cap = 1024, n = 0;
-    std::uint64_t* hashes = static_cast<std::uint64_t*>(palloc(sizeof(std::uint64_t) * cap));
-    {
-        ScanKeyData skey;
-        ScanKeyInit(&skey, kAttTbl, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(from));
-        IndexScanDesc scan = compat::index_scan_begin(h->heap, h->index, &h->dirty, 1);
-        index_rescan(scan, &skey, 1, nullptr, 0);
-        while (index_getnext_slot(scan, ForwardScanDirection, h->slot)) {
-            if (n == cap) {
-                cap *= 2;
-                hashes = static_cast<std::uint64_t*>(repalloc_huge(hashes, sizeof(std::uint64_t) * cap));
-            }
-            bool isnull = false;
-            hashes[n++] = static_cast<std::uint64_t>(DatumGetInt64(slot_getattr(h->slot, kAttHash, &isnull)));
-        }
-        ExecClearTuple(h->slot);
-        index_endscan(scan);
-    }
-    std::int64_t copied = 0;
-    for (int i = 0; i < n; ++i) {
-        const LOCKTAG from_tag = key_tag(from, hashes[i]);
-        (void)LockAcquire(&from_tag, ExclusiveLock, false, false);
-        const Found f = lookup_settled(h, from, hashes[i], from_tag);
-        if (f.found) {
-            tombstone_summary::recorded(to, f.token, survey);
-            const LOCKTAG to_tag = key_tag(to, hashes[i]);
-            (void)LockAcquire(&to_tag, ExclusiveLock, false, false);
-            put(h, to, hashes[i], f.token, f.deleted_at, to_tag);
-            LockRelease(&to_tag, ExclusiveLock, false);
-            ++copied;
-        }
-        LockRelease(&from_tag, ExclusiveLock, false);
-        if ((i & 1023) == 0) CHECK_FOR_INTERRUPTS();
-    }
-    pfree(hashes);
-    return copied;
-}
-
 std::int64_t join_owner(Oid relid, Oid check_fn) {
     // Writers of the tables are waited for, so that none records a
     // tombstone under an old owner behind the move.
@@ -730,15 +722,10 @@ std::int64_t join_owner(Oid relid, Oid check_fn) {
     ListCell* lc;
     foreach (lc, tables) {
         const Oid t = lfirst_oid(lc);
-        const Oid owner = owner_of(t, check_fn);
+        Oid other = InvalidOid;
+        const Oid owner = owner_walk(t, check_fn, nullptr, &other);
+        if (OidIsValid(other)) rejections::two_hierarchies(t, owner, other);
         n += move_table(t, owner);
-        ListCell* pc;
-        List* parents = inheritance_parents(t);
-        foreach (pc, parents) {
-            const Oid p = lfirst_oid(pc);
-            if (list_member_oid(tables, p)) continue;
-            n += copy_table(owner_of(p, check_fn), owner);
-        }
     }
     return n;
 }

@@ -31,6 +31,7 @@ struct Key {
     bool built;
     bool usable;          // an immediate primary key whose columns all hash
     const char* problem;  // why not (a sentence), when !usable
+    Oid other_owner;      // (prepare()) other_owner_of() the table, or InvalidOid
     int natts;
     AttrNumber att[INDEX_MAX_KEYS];
     Oid coll[INDEX_MAX_KEYS];
@@ -53,7 +54,8 @@ struct Site {
 // Fills KEY for REL (memory for the function lookups in CXT).
 void build_key(Key* key, Relation rel, MemoryContext cxt);
 
-// Fills KEY for REL, as build_key(), and returns owner_of() REL, both from a
+// Fills KEY for REL, as build_key(), and returns owner_of() REL (with
+// KEY->other_owner), both from a
 // per-backend cache (so a statement on a protected table reads no catalog
 // for them): an entry is built again after a relcache invalidation of the
 // table, of its primary key index or of an ancestor owner_of() looked at,
@@ -79,6 +81,12 @@ bool same_key_bytes(const Key* key, Relation rel, HeapTuple a, HeapTuple b);
 // ancestors); the trigger takes it from prepare()'s cache.
 Oid owner_of(Oid relid, Oid check_fn);
 
+// (1.2) Another top-most ancestor that carries the check, reached through
+// any parent that carries it (RELID an inheritance child of several
+// parents, in two protected hierarchies), or InvalidOid: then no single
+// owner's tombstones judge RELID's writes, and they are refused (0A000).
+Oid other_owner_of(Oid relid, Oid check_fn);
+
 // For a row about to (re)create key HASH under OWNER (owner_of() the
 // table): takes the key's lock (kept in SITE until release()) and returns
 // the token of the key's tombstone, if any, once no transaction in progress
@@ -100,9 +108,8 @@ std::int64_t move_table(Oid from, Oid to);
 // through RELID reaches (locked against writes here) may have owned their
 // protection before (protected before RELID, or an ancestor unprotected),
 // and keep tombstones under themselves: they move to the owner they have
-// now. A table among them with a parent outside them was judged under that
-// parent's owner, which keeps its tombstones for its own hierarchy: they
-// are copied. Returns how many moved or were copied.
+// now. A table among them in two protected hierarchies (other_owner_of())
+// is refused (0A000). Returns how many moved.
 std::int64_t join_owner(Oid relid, Oid check_fn);
 
 // Removes every tombstone kept under RELID, a table being dropped (it is

@@ -357,6 +357,8 @@ Datum enforce(FunctionCallInfo fcinfo) {
         if (!cs->key.built)
             cs->tombstone_owner = tombstones::prepare(&cs->key, rel, fcinfo->flinfo->fn_oid, fcinfo->flinfo->fn_mcxt);
         if (!cs->key.usable) rejections::no_usable_key(rel, cs->key.problem);
+        if (OidIsValid(cs->key.other_owner))
+            rejections::two_hierarchies(RelationGetRelid(rel), cs->tombstone_owner, cs->key.other_owner);
         switch (ev) {
             case core::WriteEvent::insert:
                 // (1.2) A table without tombstones, or without one whose
