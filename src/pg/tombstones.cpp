@@ -411,6 +411,8 @@ struct Chain {
     bool overflow = false;
     Oid rel[kMaxChain];
     void add(Oid r) {
+        for (int i = 0; i < n; ++i)
+            if (rel[i] == r) return;
         if (n < kMaxChain)
             rel[n++] = r;
         else
