@@ -458,7 +458,8 @@ if params("G"):
     w("Each write on a table protected with `fencing.protect()`'s defaults (tombstones on) against the same statements "
       "on the same table with a no-op C BEFORE ROW trigger (`tests/bench/noop_trigger.c`), in the same rounds. "
       f"Single-row statements: 2 clients, prepared, autocommit (the DELETE: `BEGIN`, `SELECT fencing.use(T)`, the DELETE, "
-      f"`COMMIT`); bulk statements: one statement of {fmt(med('G', 'info', '', 'rows'))} rows on a table created afresh "
+      f"`COMMIT`); bulk statements: one statement of {fmt(med('G', 'info', '', 'insert_rows'))} rows (`INSERT ... SELECT`, "
+      f"`COPY`) or {fmt(med('G', 'info', '', 'rows'))} rows (the DELETE) on a table created afresh "
       "for each statement (the DELETE's loaded before its trigger). "
       "Backend CPU per write (µs, single-row) or per statement (s, bulk); ratios are paired medians over the rounds. "
       "The UPDATE lines come from suite B, acquire+release from suite A.\n")

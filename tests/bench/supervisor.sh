@@ -3,11 +3,12 @@
 #
 #  1. Its CPU while 100 sessions hold 100 leased locks each (10,000 leased
 #     holds, leases of an hour, so none ends): the supervisor samples every
-#     leased backend every 125 ms. Measured from /proc/PID/stat over 10 s,
-#     as a share of one core, against the same 10 s with no lease held.
+#     leased backend every 125 ms. Measured from /proc/PID/stat over 10 s
+#     (SAMPLE_SECS), as a share of one core, against the same time with no
+#     lease held.
 #  2. acquire + release with a lease, against the same cycle without one
 #     and against bare advisory locks, 2 pgbench clients, 3 rotated rounds of
-#     5 s each, medians: ratios in the same run (not timed tests).
+#     5 s each (CYCLE_SECS), medians: ratios in the same run (not timed tests).
 # Writes RESULTS_DIR/supervisor.md and prints it.
 set -euo pipefail
 conn="$1"
@@ -25,7 +26,8 @@ cpu_share() {  # cpu_share SECONDS: the supervisor's CPU over SECONDS, in % of o
   awk -v a="$a" -v b="$b" -v hz="$hz" -v s="$1" 'BEGIN { printf "%.2f", 100 * (b - a) / hz / s }'
 }
 
-idle_cpu="$(cpu_share 10)"
+SAMPLE_SECS="${SAMPLE_SECS:-10}"
+idle_cpu="$(cpu_share "$SAMPLE_SECS")"
 holders=()
 for s in $(seq 1 100); do
   { echo "SELECT count(fencing.acquire('sup:$s:' || g, lease => '1 h')) FROM generate_series(1, 100) g;"; sleep 40; } |
@@ -38,7 +40,7 @@ for _ in $(seq 1 600); do
   sleep 0.1
 done
 held="$n"
-busy_cpu="$(cpu_share 10)"
+busy_cpu="$(cpu_share "$SAMPLE_SECS")"
 kill "${holders[@]}" 2>/dev/null || true
 wait 2>/dev/null || true
 
@@ -67,8 +69,8 @@ mkdir -p "$results"
   echo
   echo "| what | value |"
   echo "|---|---|"
-  echo "| supervisor CPU, no lease held (10 s) | ${idle_cpu}% of one core |"
-  echo "| supervisor CPU, $held leased holds in 100 sessions (10 s) | ${busy_cpu}% of one core |"
+  echo "| supervisor CPU, no lease held ($SAMPLE_SECS s) | ${idle_cpu}% of one core |"
+  echo "| supervisor CPU, $held leased holds in 100 sessions ($SAMPLE_SECS s) | ${busy_cpu}% of one core |"
   echo "| acquire + release with a lease, cycles/s (median of 3) | $lease_tps |"
   echo "| acquire + release without a lease | $plain_tps |"
   echo "| bare advisory lock + unlock | $bare_tps |"

@@ -61,30 +61,33 @@ listener_pid=""
 
 # ---- profile ---------------------------------------------------------------
 if [ "$profile" = full ]; then
-  CYCLE_ROUNDS=6       # A: rounds of the interleaved comparison
+  CYCLE_ROUNDS=5       # A: rounds of the interleaved comparison
   CYCLE_SECS=1.2       # A: seconds per variant and round
-  E2E_ROUNDS=7         # C: rounds (each: sync on and off, three variants)
+  E2E_ROUNDS=5         # C: rounds (each: sync on and off, three variants)
   E2E_SECS=1.5
-  BULK_ROUNDS=5        # B: rounds of the bulk UPDATE (protected and unprotected)
-  BULK_FULL_ROUNDS=3   # B: of which with all five variants
+  BULK_ROUNDS=3        # B: rounds of the bulk UPDATE (protected and unprotected)
+  BULK_FULL_ROUNDS=2   # B: of which with all five variants
   BULK_ROWS=1000000    # B: rows of the bulk UPDATE
-  SINGLE_ROUNDS=7      # B: rounds of single-row updates (sync on and off, 3 variants)
+  SINGLE_ROUNDS=5      # B: rounds of single-row updates (sync on and off, 3 variants)
   SINGLE_SECS=1.2
   GROWTH_LEVELS="100 1000 10000 100000 1000000"
-  GROWTH_ROUNDS=3
+  GROWTH_ROUNDS=2
   GROWTH_SECS=0.6
   CONT_CLIENTS="1 2 4 8 16 32"
   CONT_SECS=0.8
   WIDTH_ROWS=100000
   SCALE_ROWS="1000 10000 100000"   # plus BULK_ROWS from B, plus 10^7 if time allows
   SCALE_ROUNDS=3
-  FEAT_ROUNDS=4        # F: rounds of notifications and statistics off/on
+  FEAT_ROUNDS=3        # F: rounds of notifications and statistics off/on
   FEAT_SECS=1.0
   FEAT_SKIP_ROWS=200000
   FEAT_LOOP=20000      # F: acquire/release cycles of one backend's loop (CPU per cycle)
   G_ROUNDS=3           # G: rounds of fenced writes against the no-op C trigger
   G_SECS=1.0           # G: seconds per single-row variant and round
-  G_ROWS=200000        # G: rows of each bulk INSERT ... SELECT, COPY and DELETE
+  G_ROWS=200000        # G: rows of the bulk DELETE
+  G_INS_ROWS=1000000   # G: rows of the bulk INSERT ... SELECT and COPY
+  SUP_SECS=3           # S: seconds per variant and round of the leased cycle
+  SUP_SAMPLE_SECS=6    # S: seconds of each sample of the supervisor's CPU
 else
   CYCLE_ROUNDS=3
   CYCLE_SECS=0.8
@@ -110,6 +113,9 @@ else
   G_ROUNDS=2
   G_SECS=0.5
   G_ROWS=20000
+  G_INS_ROWS=20000
+  SUP_SECS=1
+  SUP_SAMPLE_SECS=2
 fi
 WARMUP=0.3
 SEED=20260101
@@ -306,7 +312,7 @@ done
 # of its tombstones at the last DELETE's token, above the INSERTs'). (Single-row and bulk UPDATEs
 # against the no-op trigger: suite B.) Right after suite A, so that a run
 # cut short by its budget on a loaded machine still has it.
-log "G: fenced INSERT and DELETE vs a no-op C trigger ($G_ROUNDS rounds; $G_ROWS-row bulk statements)"
+log "G: fenced INSERT and DELETE vs a no-op C trigger ($G_ROUNDS rounds; $G_INS_ROWS-row bulk INSERT and COPY, $G_ROWS-row DELETE)"
 g_per_run=$(( 2 * 30000 ))   # ids a single_delete run may use (2 clients)
 q bench <<SQL
 CREATE TABLE single_ins (id bigserial PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
@@ -315,7 +321,7 @@ INSERT INTO single_del SELECT g, 1, 0 FROM generate_series(0, $(( 2 * G_ROUNDS *
 CREATE TABLE gbulk (id int PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
 VACUUM ANALYZE single_del;
 SQL
-seq 1 "$G_ROWS" | sed 's/.*/&,1000000,0/' > "$work/g_rows.csv"
+seq 1 "$G_INS_ROWS" | sed 's/.*/&,1000000,0/' > "$work/g_rows.csv"
 chmod 644 "$work/g_rows.csv"
 g_trigger() {  # g_trigger TABLE noop|fencing: the table's trigger for that variant
   q bench -c "SELECT fencing.unprotect('$1')" -c "DROP TRIGGER IF EXISTS a_noop ON $1" >/dev/null
@@ -333,6 +339,7 @@ g_fresh() {
   q bench -c "VACUUM ANALYZE gbulk" -c "VACUUM fencing.tombstones" -c "CHECKPOINT"
 }
 record G info "" rows "$G_ROWS" 1
+record G info "" insert_rows "$G_INS_ROWS" 1
 g_offset=0
 for r in $(seq 1 "$G_ROUNDS"); do
   for v in $(order "$r" noop fencing); do
@@ -343,7 +350,7 @@ for r in $(seq 1 "$G_ROUNDS"); do
       --offset "$g_offset"
     g_offset=$(( g_offset + g_per_run ))
     g_fresh "$v"
-    timed G "$v" insert_select "$r" bench "INSERT INTO gbulk SELECT g, 1000000, 0 FROM generate_series(1, $G_ROWS) g"
+    timed G "$v" insert_select "$r" bench "INSERT INTO gbulk SELECT g, 1000000, 0 FROM generate_series(1, $G_INS_ROWS) g"
     g_fresh "$v"
     timed G "$v" copy "$r" bench "COPY gbulk FROM '$work/g_rows.csv' (FORMAT csv)"
     g_fresh "$v" "$G_ROWS"
@@ -638,7 +645,7 @@ fi
 
 # ======================================================================== S ==
 log "S: the supervisor: its CPU with 10,000 leased holds; cycles with a lease"
-bash "$BENCH_DIR/supervisor.sh" "$(conn bench)" "$RESULTS" || log "the supervisor benchmark failed"
+CYCLE_SECS="$SUP_SECS" SAMPLE_SECS="$SUP_SAMPLE_SECS" bash "$BENCH_DIR/supervisor.sh" "$(conn bench)" "$RESULTS" || log "the supervisor benchmark failed"
 
 log "all benchmarks done in $(elapsed)s"
 make_report 0
