@@ -802,3 +802,47 @@ ROLLBACK;
 REVOKE USAGE ON SCHEMA fencing FROM regress_tb_joiner;
 DROP ROLE regress_tb_joiner;
 DROP TABLE tb_anc, tb_qc, tb_q1, tb_q2;
+-- (1.2) Keys meet by their primary key's columns by name: a child whose
+-- primary key has its owner's columns in another order would hash them in
+-- that order, and miss the keys deleted in the rest of the hierarchy (and
+-- meet others). Refused by protect(), CREATE TABLE ... INHERITS, ALTER
+-- TABLE ... INHERIT, and at a write to a child that came to be one.
+CREATE TABLE tb_o (x int, y int, fence_token bigint, PRIMARY KEY (x, y));
+CREATE TABLE tb_oc (PRIMARY KEY (y, x)) INHERITS (tb_o);
+SELECT fencing.protect('tb_o');
+\echo :SQLSTATE
+DROP TABLE tb_oc;
+SELECT fencing.protect('tb_o');
+CREATE TABLE tb_oc (PRIMARY KEY (y, x)) INHERITS (tb_o);
+\echo :SQLSTATE
+CREATE TABLE tb_od (x int, y int, fence_token bigint, PRIMARY KEY (y, x));
+ALTER TABLE tb_od INHERIT tb_o;
+\echo :SQLSTATE
+SELECT fencing.protect('tb_od');
+ALTER TABLE tb_od INHERIT tb_o;
+\echo :SQLSTATE
+-- The same columns in the same order, or other columns: accepted.
+CREATE TABLE tb_oe (PRIMARY KEY (x, y)) INHERITS (tb_o);
+CREATE TABLE tb_of (z int, PRIMARY KEY (y, x, z)) INHERITS (tb_o);
+-- A child whose primary key came to have another order (its own, or its
+-- owner's, made again): its writes are refused.
+INSERT INTO tb_o VALUES (1, 2, 10);
+INSERT INTO tb_oe VALUES (3, 4, 10);
+BEGIN;
+SET LOCAL fencing.token = '50';
+DELETE FROM tb_o WHERE x = 1;
+DELETE FROM tb_oe WHERE x = 3;
+COMMIT;
+\set VERBOSITY terse
+INSERT INTO tb_oe VALUES (1, 2, 30);
+INSERT INTO tb_o VALUES (3, 4, 30);
+\set VERBOSITY default
+INSERT INTO tb_oe VALUES (2, 1, 30);
+ALTER TABLE tb_oe DROP CONSTRAINT tb_oe_pkey, ADD PRIMARY KEY (y, x);
+INSERT INTO tb_oe VALUES (1, 2, 30);
+\echo :SQLSTATE
+ALTER TABLE tb_oe DROP CONSTRAINT tb_oe_pkey, ADD PRIMARY KEY (x, y);
+\set VERBOSITY terse
+INSERT INTO tb_oe VALUES (1, 2, 30);
+\set VERBOSITY default
+DROP TABLE tb_oe, tb_of, tb_od, tb_o;

@@ -135,6 +135,8 @@ void install_check(Oid relid, const bytea* args, Oid enforce) {
                      errdetail("%s Tombstones remember deleted rows by their primary key.", problem),
                      errhint("Give it a primary key (CREATE TABLE ... (PRIMARY KEY (...)) INHERITS (...)), or "
                              "protect the parent with tombstones => false.")));
+    if (strcmp(check_arg(args, 4), "true") == 0)
+        tombstones::refuse_key_order(relid, tombstones::owner_of(relid, enforce));
     CreateTrigStmt* stmt = makeNode(CreateTrigStmt);
     stmt->replace = false;
     stmt->isconstraint = false;
@@ -286,8 +288,12 @@ void join_tombstones(Oid relid, Oid enforce) {
     const Oid owner = tombstones::owner_of(relid, enforce);
     if (owner == relid) return;
     List* tables = find_all_inheritors(relid, ShareLock, nullptr);
+    const bool with_tombstones = strcmp(check_arg(check_of(owner, enforce).args, 4), "true") == 0;
     ListCell* lc;
-    foreach (lc, tables) (void)tombstones::move_table(lfirst_oid(lc), owner);
+    foreach (lc, tables) {
+        if (with_tombstones) tombstones::refuse_key_order(lfirst_oid(lc), owner);
+        (void)tombstones::move_table(lfirst_oid(lc), owner);
+    }
 }
 
 // A partition just detached from PARENT: it keeps the check, as its own.

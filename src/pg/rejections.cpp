@@ -199,8 +199,21 @@ void two_hierarchies(Oid relid, Oid owner, Oid other) {
              errdetail("A write to it would be judged against the tombstones of \"%s\" only: a key deleted in the "
                        "hierarchy of \"%s\" could be inserted again into it with an older token.",
                        owner_name ? owner_name : "?", other_name ? other_name : "?"),
-             errhint("Give it protected parents of one hierarchy only (ALTER TABLE ... NO INHERIT), or protect "
-                     "the parents with tombstones => false.")));
+             errhint("Give it protected parents of one hierarchy only (ALTER TABLE ... NO INHERIT), or unprotect "
+                     "one of the hierarchies and protect both with tombstones => false.")));
+    pg_unreachable();
+}
+
+void key_order(Oid relid, Oid owner, const char* problem) {
+    const char* name = get_rel_name(relid);
+    const char* owner_name = get_rel_name(owner);
+    ereport(ERROR,
+            (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+             errmsg("table \"%s\" cannot carry the check of a table protected with tombstones", name ? name : "?"),
+             errdetail("%s Tombstones remember deleted rows by their primary key.", problem),
+             errhint("Give it a primary key with the columns in the order of the primary key of \"%s\", or "
+                     "protect the hierarchy with tombstones => false.",
+                     owner_name ? owner_name : "?")));
     pg_unreachable();
 }
 

@@ -48,6 +48,12 @@ void log_skipped_replicated(Relation rel, core::RejectReason why);
 // ... INHERITS, ALTER TABLE ... INHERIT).
 [[noreturn]] void two_hierarchies(Oid relid, Oid owner, Oid other);
 
+// 0A000: RELID, whose check keeps tombstones under OWNER, has a primary key
+// of OWNER's columns in another order (PROBLEM, a sentence). Raised by the
+// DDL that would make it so (ALTER TABLE ... INHERIT, ATTACH PARTITION,
+// protect()).
+[[noreturn]] void key_order(Oid relid, Oid owner, const char* problem);
+
 // 55000: REL is protected with tombstones, but its primary key cannot carry
 // them; PROBLEM says why (a sentence).
 [[noreturn]] void no_usable_key(Relation rel, const char* problem);

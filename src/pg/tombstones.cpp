@@ -37,11 +37,14 @@ extern "C" {
 #include "catalog/index.h"
 #include "catalog/pg_am_d.h"
 #include "catalog/pg_amop.h"
+#include "catalog/pg_constraint.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
 #include "common/hashfn.h"
 #include "utils/catcache.h"
+#include "utils/array.h"
 #include "utils/datum.h"
+#include "utils/lsyscache.h"
 #include "utils/fmgroids.h"
 #include "utils/typcache.h"
 }
@@ -390,6 +393,66 @@ void plan_key(KeyPlan* plan, Relation rel, Oid* pk_out) {
     plan->usable = true;
 }
 
+// The names of OWNER's primary key columns in their order (from
+// pg_constraint, without a lock on OWNER), or NIL without a primary key.
+List* primary_key_names(Oid owner) {
+    List* names = NIL;
+    Relation conrel = table_open(ConstraintRelationId, AccessShareLock);
+    ScanKeyData skey;
+    ScanKeyInit(&skey, Anum_pg_constraint_conrelid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(owner));
+    SysScanDesc scan = systable_beginscan(conrel, ConstraintRelidTypidNameIndexId, true, nullptr, 1, &skey);
+    HeapTuple tup;
+    while (names == NIL && HeapTupleIsValid(tup = systable_getnext(scan))) {
+        if (reinterpret_cast<Form_pg_constraint>(GETSTRUCT(tup))->contype != CONSTRAINT_PRIMARY) continue;
+        bool isnull = true;
+        const Datum d = heap_getattr(tup, Anum_pg_constraint_conkey, RelationGetDescr(conrel), &isnull);
+        if (isnull) continue;
+        ArrayType* arr = DatumGetArrayTypeP(d);
+        const int n = ARR_DIMS(arr)[0];
+        const int16* keys = reinterpret_cast<const int16*>(ARR_DATA_PTR(arr));
+        for (int k = 0; k < n; ++k) names = lappend(names, get_attname(owner, keys[k], false));
+    }
+    systable_endscan(scan);
+    table_close(conrel, AccessShareLock);
+    return names;
+}
+
+// Why REL, planned as PLAN, cannot keep its tombstones under OWNER (a
+// sentence), or nullptr: keys meet by their columns' values in the owner's
+// primary key order, so a primary key of the same columns in another order
+// would hash the keys otherwise (a key deleted elsewhere in the hierarchy
+// would not meet its INSERT into REL, and another key would).
+const char* order_problem(Relation rel, const KeyPlan& plan, Oid owner) {
+    if (!plan.usable || owner == RelationGetRelid(rel)) return nullptr;
+    List* theirs = primary_key_names(owner);
+    if (list_length(theirs) != plan.natts) return nullptr;
+    TupleDesc desc = RelationGetDescr(rel);
+    bool same_order = true;
+    for (int k = 0; k < plan.natts; ++k) {
+        const char* mine = NameStr(TupleDescAttr(desc, plan.att[k] - 1)->attname);
+        if (strcmp(mine, static_cast<const char*>(list_nth(theirs, k))) != 0) same_order = false;
+        bool found = false;
+        ListCell* lc;
+        foreach (lc, theirs) found = found || strcmp(mine, static_cast<const char*>(lfirst(lc))) == 0;
+        if (!found) return nullptr;  // other columns: other keys
+    }
+    if (same_order) return nullptr;
+    StringInfoData mine, own;
+    initStringInfo(&mine);
+    initStringInfo(&own);
+    for (int k = 0; k < plan.natts; ++k) {
+        appendStringInfo(&mine, "%s%s", k > 0 ? ", " : "",
+                         quote_identifier(NameStr(TupleDescAttr(desc, plan.att[k] - 1)->attname)));
+        appendStringInfo(&own, "%s%s", k > 0 ? ", " : "",
+                         quote_identifier(static_cast<const char*>(list_nth(theirs, k))));
+    }
+    const char* owner_name = get_rel_name(owner);
+    return psprintf(
+        "Its primary key (%s) has the columns of the primary key of \"%s\" (%s) in another order, so that its keys "
+        "would not meet the keys deleted elsewhere in the hierarchy.",
+        mine.data, owner_name != nullptr ? owner_name : "?", own.data);
+}
+
 void key_from_plan(Key* key, const KeyPlan& plan, MemoryContext cxt) {
     key->built = true;
     key->usable = plan.usable;
@@ -497,6 +560,12 @@ PlanEntry* plan_entry(Relation rel, Oid check_fn) {
     Oid other = InvalidOid;
     const Oid owner = owner_walk(relid, check_fn, &chain, &other);
     if (OidIsValid(pk)) chain.add(pk);
+    // (The owner's primary key changing invalidates the owner, in CHAIN.)
+    if (const char* problem = order_problem(rel, plan, owner)) {
+        plan.usable = false;
+        plan.natts = 0;
+        plan.problem = problem;
+    }
     // (Dynahash entries stay where they are, and callbacks only mark them.)
     const char* old_problem = e->plan.problem;
     e->plan = plan;
@@ -511,13 +580,6 @@ PlanEntry* plan_entry(Relation rel, Oid check_fn) {
 }
 
 }  // namespace
-
-void build_key(Key* key, Relation rel, MemoryContext cxt) {
-    KeyPlan plan;
-    Oid pk = InvalidOid;
-    plan_key(&plan, rel, &pk);
-    key_from_plan(key, plan, cxt);
-}
 
 Oid prepare(Key* key, Relation rel, Oid check_fn, MemoryContext cxt) {
     const PlanEntry* e = plan_entry(rel, check_fn);
@@ -594,10 +656,21 @@ Oid owner_walk(Oid relid, Oid check_fn, Chain* chain, Oid* other) {
 
 const char* key_problem(Oid relid) {
     Relation rel = relation_open(relid, AccessShareLock);
-    Key* key = static_cast<Key*>(palloc0(sizeof(Key)));
-    build_key(key, rel, CurrentMemoryContext);
+    KeyPlan plan;
+    Oid pk = InvalidOid;
+    plan_key(&plan, rel, &pk);
     relation_close(rel, AccessShareLock);
-    return key->usable ? nullptr : key->problem;
+    return plan.problem;
+}
+
+void refuse_key_order(Oid relid, Oid owner) {
+    Relation rel = relation_open(relid, AccessShareLock);
+    KeyPlan plan;
+    Oid pk = InvalidOid;
+    plan_key(&plan, rel, &pk);
+    const char* problem = order_problem(rel, plan, owner);
+    relation_close(rel, AccessShareLock);
+    if (problem != nullptr) rejections::key_order(relid, owner, problem);
 }
 
 bool same_key_bytes(const Key* key, Relation rel, HeapTuple a, HeapTuple b) {
@@ -727,6 +800,7 @@ std::int64_t join_owner(Oid relid, Oid check_fn) {
         Oid other = InvalidOid;
         const Oid owner = owner_walk(t, check_fn, nullptr, &other);
         if (OidIsValid(other)) rejections::two_hierarchies(t, owner, other);
+        refuse_key_order(t, owner);
         n += move_table(t, owner);
     }
     return n;

@@ -51,19 +51,21 @@ struct Site {
     MemoryContextCallback callback;
 };
 
-// Fills KEY for REL (memory for the function lookups in CXT).
-void build_key(Key* key, Relation rel, MemoryContext cxt);
-
-// Fills KEY for REL, as build_key(), and returns owner_of() REL (with
-// KEY->other_owner), both from a
-// per-backend cache (so a statement on a protected table reads no catalog
-// for them): an entry is built again after a relcache invalidation of the
-// table, of its primary key index or of an ancestor owner_of() looked at,
-// and after any change to functions, operators or types.
+// Fills KEY for REL (memory for the function lookups in CXT) and returns
+// owner_of() REL (with KEY->other_owner), both from a per-backend cache (so
+// a statement on a protected table reads no catalog for them): an entry is built again after a relcache invalidation of
+// the table, of its primary key index or of an ancestor owner_of() looked at, and after any change to functions,
+// operators or types.
 Oid prepare(Key* key, Relation rel, Oid check_fn, MemoryContext cxt);
 
 // Why RELID's primary key cannot carry tombstones (a sentence), or nullptr.
 const char* key_problem(Oid relid);
+
+// Refuses (0A000) RELID, locked, keeping its tombstones under OWNER with a
+// primary key of OWNER's columns in another order (whose keys would not
+// meet those of the rest of the hierarchy); the check of every write does
+// the same (55000, no usable primary key).
+void refuse_key_order(Oid relid, Oid owner);
 
 // The 64-bit hash of TUP's primary key (KEY must be usable): equal keys, as
 // the primary key compares them, hash equally.
