@@ -296,6 +296,18 @@ void join_tombstones(Oid relid, Oid enforce) {
     }
 }
 
+// A table just removed from a hierarchy (NO INHERIT, DETACH PARTITION), with
+// its own partitions or children (which NO INHERIT does not lock): a
+// statement writing into them that began before judged its rows under the
+// hierarchy's owner and records its tombstones there. Such writers are
+// waited for, so that none is still at it once the change commits, when
+// the tables record and judge their keys under their new owner.
+void wait_for_leavers(Oid relid, Oid enforce) {
+    const Check c = check_of(relid, enforce);
+    if (!c.found || strcmp(check_arg(c.args, 4), "true") != 0) return;
+    (void)find_all_inheritors(relid, ShareLock, nullptr);
+}
+
 // A partition just detached from PARENT: it keeps the check, as its own.
 void keep_detached(Oid parent, Oid part, Oid enforce) {
     Check pc = check_of(parent, enforce);
@@ -313,7 +325,7 @@ void keep_detached(Oid parent, Oid part, Oid enforce) {
 
 // Whether a statement can add a table to, or remove one from, what writes
 // through a table reach: CREATE [FOREIGN] TABLE ... INHERITS, ALTER TABLE
-// ... INHERIT / ATTACH PARTITION / DETACH PARTITION, anything in CREATE
+// ... [NO] INHERIT / ATTACH PARTITION / DETACH PARTITION, anything in CREATE
 // SCHEMA. (CREATE TABLE ... PARTITION OF needs nothing: PostgreSQL clones
 // the check.) Other DDL is left at that, without reading its commands.
 bool may_change_coverage(const Node* parsetree) {
@@ -330,7 +342,7 @@ bool may_change_coverage(const Node* parsetree) {
         foreach (lc, a->cmds) {
             const AlterTableCmd* at = static_cast<const AlterTableCmd*>(lfirst(lc));
             if (!IsA(at, AlterTableCmd)) return true;
-            if (at->subtype == AT_AddInherit || at->subtype == AT_AttachPartition ||
+            if (at->subtype == AT_AddInherit || at->subtype == AT_DropInherit || at->subtype == AT_AttachPartition ||
                 at->subtype == AT_DetachPartition || at->subtype == AT_DetachPartitionFinalize ||
                 at->subtype == AT_SetUnLogged)
                 return true;
@@ -426,7 +438,11 @@ void ddl_command_end(FunctionCallInfo fcinfo) {
                     cb.previous = error_context_stack;
                     error_context_stack = &cb;
                     keep_detached(objid[i], part, enforce);
+                    wait_for_leavers(part, enforce);
                     error_context_stack = cb.previous;
+                    break;
+                case AT_DropInherit:  // objid: the child
+                    wait_for_leavers(objid[i], enforce);
                     break;
                 case AT_SetUnLogged:  // objid: the table made unlogged
                     refuse_unlogged(objid[i], enforce, true);
