@@ -825,7 +825,12 @@ ALTER TABLE tb_od INHERIT tb_o;
 CREATE TABLE tb_oe (PRIMARY KEY (x, y)) INHERITS (tb_o);
 CREATE TABLE tb_of (z int, PRIMARY KEY (y, x, z)) INHERITS (tb_o);
 -- A child whose primary key came to have another order (its own, or its
--- owner's, made again): its writes are refused.
+-- owner's, made again while the hierarchy had no tombstones): its writes
+-- are refused.
+ALTER TABLE tb_oe DROP CONSTRAINT tb_oe_pkey, ADD PRIMARY KEY (y, x);
+INSERT INTO tb_oe VALUES (1, 2, 30);
+\echo :SQLSTATE
+ALTER TABLE tb_oe DROP CONSTRAINT tb_oe_pkey, ADD PRIMARY KEY (x, y);
 INSERT INTO tb_o VALUES (1, 2, 10);
 INSERT INTO tb_oe VALUES (3, 4, 10);
 BEGIN;
@@ -838,11 +843,78 @@ INSERT INTO tb_oe VALUES (1, 2, 30);
 INSERT INTO tb_o VALUES (3, 4, 30);
 \set VERBOSITY default
 INSERT INTO tb_oe VALUES (2, 1, 30);
+-- (With tombstones in the hierarchy, the ALTER TABLE itself is refused: below.)
 ALTER TABLE tb_oe DROP CONSTRAINT tb_oe_pkey, ADD PRIMARY KEY (y, x);
-INSERT INTO tb_oe VALUES (1, 2, 30);
 \echo :SQLSTATE
-ALTER TABLE tb_oe DROP CONSTRAINT tb_oe_pkey, ADD PRIMARY KEY (x, y);
 \set VERBOSITY terse
 INSERT INTO tb_oe VALUES (1, 2, 30);
 \set VERBOSITY default
 DROP TABLE tb_oe, tb_of, tb_od, tb_o;
+-- A DELETE through an inheritance parent of a key live in the parent and a
+-- child (PostgreSQL's primary keys do not span the hierarchy) records one
+-- tombstone for both rows, in one command.
+CREATE TABLE tb_tw (id int PRIMARY KEY, fence_token bigint);
+CREATE TABLE tb_twc (PRIMARY KEY (id)) INHERITS (tb_tw);
+SELECT fencing.protect('tb_tw');
+INSERT INTO tb_tw VALUES (2, 100);
+INSERT INTO tb_twc VALUES (2, 100);
+BEGIN;
+SET LOCAL fencing.token = '150';
+DELETE FROM tb_tw WHERE id = 2;
+COMMIT;
+SELECT token FROM fencing.tombstones WHERE tbl = 'tb_tw'::regclass;
+\set VERBOSITY terse
+INSERT INTO tb_twc VALUES (2, 120);
+\set VERBOSITY default
+INSERT INTO tb_twc VALUES (2, 160);
+DROP TABLE tb_twc, tb_tw;
+-- An owner without a primary key gives its hierarchy no order to compare
+-- keys in: the writes to every table of it are refused until it has one.
+CREATE TABLE tb_on (x int, y int, fence_token bigint, PRIMARY KEY (x, y));
+CREATE TABLE tb_onb (PRIMARY KEY (x, y)) INHERITS (tb_on);
+SELECT fencing.protect('tb_on');
+ALTER TABLE tb_on DROP CONSTRAINT tb_on_pkey;
+CREATE TABLE tb_onc (PRIMARY KEY (y, x)) INHERITS (tb_on);
+\echo :SQLSTATE
+INSERT INTO tb_onb VALUES (1, 2, 10);
+\echo :SQLSTATE
+ALTER TABLE tb_on ADD PRIMARY KEY (x, y);
+INSERT INTO tb_onb VALUES (1, 2, 10);
+DROP TABLE tb_onb, tb_on;
+-- Tombstones are kept by a hash of the key's values in the primary key's
+-- column order, collations and types' hash functions: an ALTER TABLE that
+-- changes the primary key of a table whose tombstones (or its
+-- hierarchy's) exist is refused (0A000); one without tombstones, or that
+-- makes the same primary key again, is not.
+CREATE TABLE tb_pk (x int, y int, note text, fence_token bigint, PRIMARY KEY (x, y));
+SELECT fencing.protect('tb_pk');
+ALTER TABLE tb_pk DROP CONSTRAINT tb_pk_pkey, ADD PRIMARY KEY (y, x);
+ALTER TABLE tb_pk DROP CONSTRAINT tb_pk_pkey, ADD PRIMARY KEY (x, y);
+INSERT INTO tb_pk VALUES (1, 2, 'a', 10);
+BEGIN;
+SET LOCAL fencing.token = '50';
+DELETE FROM tb_pk WHERE x = 1;
+COMMIT;
+ALTER TABLE tb_pk DROP CONSTRAINT tb_pk_pkey, ADD PRIMARY KEY (y, x);
+\echo :SQLSTATE
+ALTER TABLE tb_pk DROP CONSTRAINT tb_pk_pkey;
+\echo :SQLSTATE
+ALTER TABLE tb_pk ALTER COLUMN x TYPE numeric;
+\echo :SQLSTATE
+ALTER TABLE tb_pk DROP COLUMN y;
+\echo :SQLSTATE
+ALTER TABLE tb_pk ALTER COLUMN note TYPE varchar(10), ADD CONSTRAINT tb_pk_note CHECK (note <> '');
+ALTER TABLE tb_pk DROP CONSTRAINT tb_pk_pkey, ADD PRIMARY KEY (x, y);
+-- Through a parent, to a child whose tombstones are kept under it; and a
+-- table unprotected, whose tombstones count again when it is protected again.
+CREATE TABLE tb_pkc (PRIMARY KEY (x, y)) INHERITS (tb_pk);
+ALTER TABLE tb_pk ALTER COLUMN y TYPE bigint;
+\echo :SQLSTATE
+SELECT fencing.unprotect('tb_pk');
+ALTER TABLE tb_pk DROP CONSTRAINT tb_pk_pkey, ADD PRIMARY KEY (y, x);
+\echo :SQLSTATE
+SELECT fencing.protect('tb_pk');
+\set VERBOSITY terse
+INSERT INTO tb_pkc VALUES (1, 2, 'b', 30);
+\set VERBOSITY default
+DROP TABLE tb_pkc, tb_pk;

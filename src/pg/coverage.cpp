@@ -323,6 +323,81 @@ void keep_detached(Oid parent, Oid part, Oid enforce) {
     install_check(part, pc.args, enforce);
 }
 
+// The primary keys an ALTER TABLE that may change one found at its start
+// (ddl_command_start), for its end to compare (ddl_command_end): tombstones
+// are kept by a hash of the key's values that depends on the primary key's
+// columns, their order, collations and hash functions, so that under another
+// primary key an INSERT of a key deleted before would not meet its
+// tombstone. Reset by every ALTER TABLE's start.
+struct KeyBefore {
+    Oid relid;
+    char* fingerprint;
+};
+MemoryContext keys_cxt = nullptr;
+List* keys_before = NIL;  // of KeyBefore*, in keys_cxt
+
+bool may_change_key(const AlterTableStmt* stmt) {
+    ListCell* lc;
+    foreach (lc, stmt->cmds) {
+        const AlterTableCmd* at = static_cast<const AlterTableCmd*>(lfirst(lc));
+        if (!IsA(at, AlterTableCmd)) return true;
+        switch (at->subtype) {
+            case AT_AddConstraint:
+            case AT_AddIndex:
+            case AT_AddIndexConstraint:
+            case AT_AlterColumnType:
+            case AT_DropConstraint:
+            case AT_DropColumn:
+                return true;
+            default:
+                break;
+        }
+    }
+    return false;
+}
+
+void record_keys(const AlterTableStmt* stmt) {
+    if (keys_cxt == nullptr)
+        keys_cxt =
+            AllocSetContextCreate(TopMemoryContext, "fencing primary keys before ALTER TABLE", ALLOCSET_SMALL_SIZES);
+    keys_before = NIL;
+    MemoryContextReset(keys_cxt);
+    if (stmt->relation == nullptr || !may_change_key(stmt)) return;
+    const Oid target = RangeVarGetRelid(stmt->relation, NoLock, true);
+    if (!OidIsValid(target) || get_rel_relkind(target) == RELKIND_FOREIGN_TABLE) return;
+    ListCell* lc;
+    foreach (lc, find_all_inheritors(target, NoLock, nullptr)) {
+        const Oid t = lfirst_oid(lc);
+        const char relkind = get_rel_relkind(t);
+        if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE) continue;
+        char* fingerprint = tombstones::key_fingerprint(t);
+        if (fingerprint[0] == '\0') continue;
+        MemoryContext old = MemoryContextSwitchTo(keys_cxt);
+        KeyBefore* kb = static_cast<KeyBefore*>(palloc(sizeof(KeyBefore)));
+        kb->relid = t;
+        kb->fingerprint = pstrdup(fingerprint);
+        keys_before = lappend(keys_before, kb);
+        MemoryContextSwitchTo(old);
+    }
+}
+
+// At the end of an ALTER TABLE: a primary key it changed (dropped, made
+// again otherwise, a column's type or collation changed) of a table whose
+// tombstones, or its hierarchy's, exist is refused.
+void check_keys(Oid enforce) {
+    List* before = keys_before;
+    keys_before = NIL;
+    ListCell* lc;
+    foreach (lc, before) {
+        const KeyBefore* kb = static_cast<const KeyBefore*>(lfirst(lc));
+        if (get_rel_name(kb->relid) == nullptr) continue;
+        if (strcmp(tombstones::key_fingerprint(kb->relid), kb->fingerprint) == 0) continue;
+        const Oid owner = OidIsValid(enforce) ? tombstones::owner_of(kb->relid, enforce) : kb->relid;
+        if (tombstones::has_tombstones(owner) || (owner != kb->relid && tombstones::has_tombstones(kb->relid)))
+            rejections::key_changed(kb->relid, owner);
+    }
+}
+
 // Whether a statement can add a table to, or remove one from, what writes
 // through a table reach: CREATE [FOREIGN] TABLE ... INHERITS, ALTER TABLE
 // ... [NO] INHERIT / ATTACH PARTITION / DETACH PARTITION, anything in CREATE
@@ -356,6 +431,9 @@ void ddl_command_end(FunctionCallInfo fcinfo) {
     if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                         errmsg("fencing.ddl_command_end() was not called by the event trigger manager")));
+    if (keys_before != NIL &&
+        IsA(reinterpret_cast<const EventTriggerData*>(fcinfo->context)->parsetree, AlterTableStmt))
+        check_keys(enforce_function());
     if (!may_change_coverage(reinterpret_cast<const EventTriggerData*>(fcinfo->context)->parsetree)) return;
     const Oid enforce = enforce_function();
     if (!OidIsValid(enforce)) return;
@@ -465,7 +543,11 @@ void ddl_command_start(FunctionCallInfo fcinfo) {
     const EventTriggerData* ev = reinterpret_cast<const EventTriggerData*>(fcinfo->context);
     if (ev->parsetree == nullptr || !IsA(ev->parsetree, AlterTableStmt)) return;
     const AlterTableStmt* stmt = reinterpret_cast<const AlterTableStmt*>(ev->parsetree);
-    if (compat::alter_table_object_type(stmt) != OBJECT_TABLE || stmt->relation == nullptr) return;
+    if (compat::alter_table_object_type(stmt) != OBJECT_TABLE || stmt->relation == nullptr) {
+        keys_before = NIL;
+        return;
+    }
+    record_keys(stmt);
     Oid enforce = InvalidOid;
     ListCell* lc;
     foreach (lc, stmt->cmds) {

@@ -204,6 +204,33 @@ void two_hierarchies(Oid relid, Oid owner, Oid other) {
     pg_unreachable();
 }
 
+void key_deleted_twice(Oid relid, std::int64_t older, std::int64_t newer) {
+    const char* name = get_rel_name(relid);
+    ereport(
+        ERROR,
+        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+         errmsg("a key of table \"%s\" was deleted twice in one statement with different tokens", name ? name : "?"),
+         errdetail("Its tombstone got token " INT64_FORMAT " from the first row, and cannot take token " INT64_FORMAT
+                   " from the second within the same statement.",
+                   static_cast<int64>(older), static_cast<int64>(newer)),
+         errhint("Delete the rows of the key with one token, or in separate statements.")));
+    pg_unreachable();
+}
+
+void key_changed(Oid relid, Oid owner) {
+    const char* name = get_rel_name(relid);
+    const char* owner_name = get_rel_name(owner);
+    ereport(ERROR,
+            (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+             errmsg("cannot change the primary key of table \"%s\", which has tombstones", name ? name : "?"),
+             errdetail("Tombstones (kept under \"%s\") remember deleted keys by a hash of the primary key's values, "
+                       "in its column order, collations and types' hash functions: under another primary key, an "
+                       "INSERT of a key deleted before would not meet its tombstone.",
+                       owner_name ? owner_name : "?"),
+             errhint("Keep the primary key as it is, or forget the tombstones first (fencing.forget_tombstones).")));
+    pg_unreachable();
+}
+
 void key_order(Oid relid, Oid owner, const char* problem) {
     const char* name = get_rel_name(relid);
     const char* owner_name = get_rel_name(owner);

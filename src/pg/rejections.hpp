@@ -48,6 +48,15 @@ void log_skipped_replicated(Relation rel, core::RejectReason why);
 // ... INHERITS, ALTER TABLE ... INHERIT).
 [[noreturn]] void two_hierarchies(Oid relid, Oid owner, Oid other);
 
+// 0A000: a command deleted a key of RELID's tombstones twice (through an
+// inheritance parent), the second time with a newer token NEWER than the
+// OLDER its tombstone got the first time.
+[[noreturn]] void key_deleted_twice(Oid relid, std::int64_t older, std::int64_t newer);
+
+// 0A000: an ALTER TABLE changed the primary key of RELID, whose
+// tombstones are kept under OWNER and exist (or kept under RELID itself).
+[[noreturn]] void key_changed(Oid relid, Oid owner);
+
 // 0A000: RELID, whose check keeps tombstones under OWNER, has a primary key
 // of OWNER's columns in another order (PROBLEM, a sentence). Raised by the
 // DDL that would make it so (ALTER TABLE ... INHERIT, ATTACH PARTITION,

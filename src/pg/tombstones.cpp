@@ -200,6 +200,7 @@ struct Found {
     ItemPointerData tid;
     TimestampTz deleted_at;
     TransactionId writer;  // a transaction in progress that wrote it (then nothing else is valid)
+    bool this_command;     // written by the command in progress (which cannot delete it)
 };
 
 // The tombstone of (RELID, HASH), committed or written by this transaction.
@@ -207,7 +208,7 @@ struct Found {
 // kept across rows would keep state allocated in memory that is reset
 // after every row.
 Found lookup(Handle* h, Oid relid, std::uint64_t hash) {
-    Found f{false, 0, {}, 0, InvalidTransactionId};
+    Found f{false, 0, {}, 0, InvalidTransactionId, false};
     ScanKeyData skey[2];
     ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
     ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(static_cast<std::int64_t>(hash)));
@@ -226,6 +227,9 @@ Found lookup(Handle* h, Oid relid, std::uint64_t hash) {
             f.token = token;
             f.tid = h->slot->tts_tid;
             f.deleted_at = DatumGetTimestampTz(slot_getattr(h->slot, kAttDeletedAt, &isnull));
+            const HeapTupleHeader t = ExecFetchSlotHeapTuple(h->slot, false, nullptr)->t_data;
+            f.this_command = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(t)) &&
+                             HeapTupleHeaderGetCmin(t) >= GetCurrentCommandId(false);
         }
     }
     ExecClearTuple(h->slot);
@@ -252,6 +256,13 @@ Found lookup_settled(Handle* h, Oid relid, std::uint64_t hash, const LOCKTAG& ta
 // TAG, the key's lock, held in ExclusiveLock.
 void put(Handle* h, Oid relid, std::uint64_t hash, std::int64_t token, TimestampTz at, const LOCKTAG& tag) {
     Found f = lookup_settled(h, relid, hash, tag);
+    if (f.found && f.this_command) {
+        // The key deleted twice in one command (a DELETE through an
+        // inheritance parent of a key live in the parent and a child): the
+        // tombstone cannot be replaced within the command that wrote it.
+        if (token <= f.token) return;
+        rejections::key_deleted_twice(relid, f.token, token);
+    }
     if (f.found) {
         if (f.token > token) token = f.token;
         if (f.deleted_at > at) at = f.deleted_at;
@@ -421,10 +432,19 @@ List* primary_key_names(Oid owner) {
 // sentence), or nullptr: keys meet by their columns' values in the owner's
 // primary key order, so a primary key of the same columns in another order
 // would hash the keys otherwise (a key deleted elsewhere in the hierarchy
-// would not meet its INSERT into REL, and another key would).
+// would not meet its INSERT into REL, and another key would); an owner
+// without a primary key gives no order.
 const char* order_problem(Relation rel, const KeyPlan& plan, Oid owner) {
     if (!plan.usable || owner == RelationGetRelid(rel)) return nullptr;
     List* theirs = primary_key_names(owner);
+    if (theirs == NIL) {
+        // Its tables' keys would be compared in each one's order.
+        const char* owner_name = get_rel_name(owner);
+        return psprintf(
+            "\"%s\", which keeps the tombstones of its hierarchy, has no primary key, so that the keys "
+            "of the hierarchy's tables would not be compared column by column in one order.",
+            owner_name != nullptr ? owner_name : "?");
+    }
     if (list_length(theirs) != plan.natts) return nullptr;
     TupleDesc desc = RelationGetDescr(rel);
     bool same_order = true;
@@ -661,6 +681,27 @@ const char* key_problem(Oid relid) {
     plan_key(&plan, rel, &pk);
     relation_close(rel, AccessShareLock);
     return plan.problem;
+}
+
+char* key_fingerprint(Oid relid) {
+    Relation rel = relation_open(relid, AccessShareLock);
+    KeyPlan plan;
+    Oid pk = InvalidOid;
+    plan_key(&plan, rel, &pk);
+    StringInfoData s;
+    initStringInfo(&s);
+    TupleDesc desc = RelationGetDescr(rel);
+    for (int k = 0; plan.usable && k < plan.natts; ++k) {
+        const Form_pg_attribute a = TupleDescAttr(desc, plan.att[k] - 1);
+        appendStringInfo(&s, "%s/%u/%u;", NameStr(a->attname), plan.coll[k], plan.proc[k]);
+    }
+    relation_close(rel, AccessShareLock);
+    return s.data;
+}
+
+bool has_tombstones(Oid relid) {
+    std::uint64_t hash = 0;
+    return hashes_of(handle(), relid, &hash, 1) > 0;
 }
 
 void refuse_key_order(Oid relid, Oid owner) {

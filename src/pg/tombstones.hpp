@@ -61,6 +61,14 @@ Oid prepare(Key* key, Relation rel, Oid check_fn, MemoryContext cxt);
 // Why RELID's primary key cannot carry tombstones (a sentence), or nullptr.
 const char* key_problem(Oid relid);
 
+// What RELID's tombstones' hashes depend on: its primary key's columns in
+// order, their collations and hash functions ("" without a usable primary
+// key); palloc'd.
+char* key_fingerprint(Oid relid);
+
+// Whether a tombstone is kept under RELID (committed, or in progress).
+bool has_tombstones(Oid relid);
+
 // Refuses (0A000) RELID, locked, keeping its tombstones under OWNER with a
 // primary key of OWNER's columns in another order (whose keys would not
 // meet those of the rest of the hierarchy); the check of every write does
