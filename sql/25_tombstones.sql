@@ -918,3 +918,12 @@ SELECT fencing.protect('tb_pk');
 INSERT INTO tb_pkc VALUES (1, 2, 'b', 30);
 \set VERBOSITY default
 DROP TABLE tb_pkc, tb_pk;
+-- A table without a primary key whose tombstones exist (hashed under a
+-- primary key no longer known; here written by hand) gets none.
+CREATE TABLE tb_np (id int, fence_token bigint);
+INSERT INTO fencing.tombstones VALUES ('tb_np'::regclass, 1, 50, now());
+ALTER TABLE tb_np ADD PRIMARY KEY (id);
+\echo :SQLSTATE
+DELETE FROM fencing.tombstones WHERE tbl = 'tb_np'::regclass;
+ALTER TABLE tb_np ADD PRIMARY KEY (id);
+DROP TABLE tb_np;

@@ -371,7 +371,6 @@ void record_keys(const AlterTableStmt* stmt) {
         const char relkind = get_rel_relkind(t);
         if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE) continue;
         char* fingerprint = tombstones::key_fingerprint(t);
-        if (fingerprint[0] == '\0') continue;
         MemoryContext old = MemoryContextSwitchTo(keys_cxt);
         KeyBefore* kb = static_cast<KeyBefore*>(palloc(sizeof(KeyBefore)));
         kb->relid = t;
@@ -382,8 +381,9 @@ void record_keys(const AlterTableStmt* stmt) {
 }
 
 // At the end of an ALTER TABLE: a primary key it changed (dropped, made
-// again otherwise, a column's type or collation changed) of a table whose
-// tombstones, or its hierarchy's, exist is refused.
+// again otherwise, a column's type or collation changed, or one given to a
+// table without, whose tombstones were hashed under a primary key no longer
+// known) of a table whose tombstones, or its hierarchy's, exist is refused.
 void check_keys(Oid enforce) {
     List* before = keys_before;
     keys_before = NIL;
