@@ -908,7 +908,7 @@ ALTER TABLE tb_pk DROP CONSTRAINT tb_pk_pkey, ADD PRIMARY KEY (x, y);
 -- Through a parent, to a child whose tombstones are kept under it; and a
 -- table unprotected, whose tombstones count again when it is protected again.
 CREATE TABLE tb_pkc (PRIMARY KEY (x, y)) INHERITS (tb_pk);
-ALTER TABLE tb_pk ALTER COLUMN y TYPE bigint;
+ALTER TABLE tb_pkc DROP CONSTRAINT tb_pkc_pkey;
 \echo :SQLSTATE
 SELECT fencing.unprotect('tb_pk');
 ALTER TABLE tb_pk DROP CONSTRAINT tb_pk_pkey, ADD PRIMARY KEY (y, x);
@@ -918,6 +918,32 @@ SELECT fencing.protect('tb_pk');
 INSERT INTO tb_pkc VALUES (1, 2, 'b', 30);
 \set VERBOSITY default
 DROP TABLE tb_pkc, tb_pk;
+-- ALTER TYPE changes a key through its type: an attribute of a composite
+-- key column (its values hash by their attributes), a typed table's column.
+CREATE TYPE t25_pair AS (a int, b int);
+CREATE TABLE tb_ty (id t25_pair PRIMARY KEY, fence_token bigint);
+SELECT fencing.protect('tb_ty');
+CREATE TYPE t25_row AS (id int, fence_token bigint);
+CREATE TABLE tb_tyt OF t25_row (PRIMARY KEY (id));
+SELECT fencing.protect('tb_tyt');
+INSERT INTO tb_ty VALUES (ROW(1, 1), 10);
+INSERT INTO tb_tyt VALUES (1, 10);
+BEGIN;
+SET LOCAL fencing.token = '50';
+DELETE FROM tb_ty;
+DELETE FROM tb_tyt;
+COMMIT;
+ALTER TYPE t25_pair ADD ATTRIBUTE c int CASCADE;
+\echo :SQLSTATE
+ALTER TYPE t25_row ALTER ATTRIBUTE id TYPE numeric CASCADE;
+\echo :SQLSTATE
+ALTER TYPE t25_row ADD ATTRIBUTE note text CASCADE;
+\set VERBOSITY terse
+INSERT INTO tb_ty VALUES (ROW(1, 1), 40);
+INSERT INTO tb_tyt VALUES (1, 40);
+\set VERBOSITY default
+DROP TABLE tb_ty, tb_tyt;
+DROP TYPE t25_pair, t25_row;
 -- A table without a primary key whose tombstones exist (hashed under a
 -- primary key no longer known; here written by hand) gets none.
 CREATE TABLE tb_np (id int, fence_token bigint);

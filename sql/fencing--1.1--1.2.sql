@@ -581,6 +581,18 @@ COMMENT ON FUNCTION fencing.notify_settings_changed() IS 'Brings rows written in
 COMMENT ON FUNCTION fencing.ddl_command_start() IS 'Checks DDL that would change what protected tables check';
 COMMENT ON FUNCTION fencing.ddl_command_end() IS 'Checks DDL that would change what protected tables check';
 COMMENT ON FUNCTION fencing.sql_drop() IS 'Forgets the fencing state of dropped tables';
+-- (1.2) ALTER TYPE too: a composite type's attributes changed with CASCADE
+-- change the primary keys of the tables using it, which tombstones are
+-- hashed under.
+DROP EVENT TRIGGER fencing_ddl_command_start;
+DROP EVENT TRIGGER fencing_ddl_command_end;
+CREATE EVENT TRIGGER fencing_ddl_command_start ON ddl_command_start
+    WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE')
+    EXECUTE FUNCTION fencing.ddl_command_start();
+CREATE EVENT TRIGGER fencing_ddl_command_end ON ddl_command_end
+    WHEN TAG IN ('CREATE TABLE', 'CREATE FOREIGN TABLE', 'ALTER TABLE', 'ALTER FOREIGN TABLE', 'CREATE SCHEMA',
+                 'ALTER TYPE')
+    EXECUTE FUNCTION fencing.ddl_command_end();
 COMMENT ON EVENT TRIGGER fencing_ddl_command_start IS 'Checks DDL that would change what protected tables check';
 COMMENT ON EVENT TRIGGER fencing_ddl_command_end IS 'Checks DDL that would change what protected tables check';
 COMMENT ON EVENT TRIGGER fencing_sql_drop IS 'Forgets the fencing state of dropped tables';

@@ -356,28 +356,42 @@ bool may_change_key(const AlterTableStmt* stmt) {
     return false;
 }
 
-void record_keys(const AlterTableStmt* stmt) {
+void record_key(Oid t) {
+    const char relkind = get_rel_relkind(t);
+    if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE) return;
+    char* fingerprint = tombstones::key_fingerprint(t);
+    MemoryContext old = MemoryContextSwitchTo(keys_cxt);
+    KeyBefore* kb = static_cast<KeyBefore*>(palloc(sizeof(KeyBefore)));
+    kb->relid = t;
+    kb->fingerprint = pstrdup(fingerprint);
+    keys_before = lappend(keys_before, kb);
+    MemoryContextSwitchTo(old);
+}
+
+// ALTER TABLE (OBJECT_TABLE): the tables it reaches, when it has a command
+// that may change a primary key. ALTER TYPE of a composite type's
+// attributes (OBJECT_TYPE; CASCADE reaches the tables using the type, typed
+// tables among them): every table with tombstones, and those of its
+// hierarchy.
+void record_keys(const AlterTableStmt* stmt, ObjectType type) {
     if (keys_cxt == nullptr)
         keys_cxt =
             AllocSetContextCreate(TopMemoryContext, "fencing primary keys before ALTER TABLE", ALLOCSET_SMALL_SIZES);
     keys_before = NIL;
     MemoryContextReset(keys_cxt);
+    ListCell* lc;
+    if (type == OBJECT_TYPE) {
+        for (Oid t = tombstones::next_table_with_tombstones(InvalidOid); OidIsValid(t);
+             t = tombstones::next_table_with_tombstones(t)) {
+            if (get_rel_name(t) == nullptr) continue;
+            foreach (lc, find_all_inheritors(t, NoLock, nullptr)) record_key(lfirst_oid(lc));
+        }
+        return;
+    }
     if (stmt->relation == nullptr || !may_change_key(stmt)) return;
     const Oid target = RangeVarGetRelid(stmt->relation, NoLock, true);
     if (!OidIsValid(target) || get_rel_relkind(target) == RELKIND_FOREIGN_TABLE) return;
-    ListCell* lc;
-    foreach (lc, find_all_inheritors(target, NoLock, nullptr)) {
-        const Oid t = lfirst_oid(lc);
-        const char relkind = get_rel_relkind(t);
-        if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE) continue;
-        char* fingerprint = tombstones::key_fingerprint(t);
-        MemoryContext old = MemoryContextSwitchTo(keys_cxt);
-        KeyBefore* kb = static_cast<KeyBefore*>(palloc(sizeof(KeyBefore)));
-        kb->relid = t;
-        kb->fingerprint = pstrdup(fingerprint);
-        keys_before = lappend(keys_before, kb);
-        MemoryContextSwitchTo(old);
-    }
+    foreach (lc, find_all_inheritors(target, NoLock, nullptr)) record_key(lfirst_oid(lc));
 }
 
 // At the end of an ALTER TABLE: a primary key it changed (dropped, made
@@ -543,11 +557,16 @@ void ddl_command_start(FunctionCallInfo fcinfo) {
     const EventTriggerData* ev = reinterpret_cast<const EventTriggerData*>(fcinfo->context);
     if (ev->parsetree == nullptr || !IsA(ev->parsetree, AlterTableStmt)) return;
     const AlterTableStmt* stmt = reinterpret_cast<const AlterTableStmt*>(ev->parsetree);
-    if (compat::alter_table_object_type(stmt) != OBJECT_TABLE || stmt->relation == nullptr) {
+    const ObjectType type = compat::alter_table_object_type(stmt);
+    if (type == OBJECT_TYPE) {
+        record_keys(stmt, type);
+        return;
+    }
+    if (type != OBJECT_TABLE || stmt->relation == nullptr) {
         keys_before = NIL;
         return;
     }
-    record_keys(stmt);
+    record_keys(stmt, type);
     Oid enforce = InvalidOid;
     ListCell* lc;
     foreach (lc, stmt->cmds) {

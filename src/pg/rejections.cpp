@@ -227,7 +227,8 @@ void key_changed(Oid relid, Oid owner) {
                        "in its column order, collations and types' hash functions: under another primary key, an "
                        "INSERT of a key deleted before would not meet its tombstone.",
                        owner_name ? owner_name : "?"),
-             errhint("Keep the primary key as it is, or forget the tombstones first (fencing.forget_tombstones).")));
+             errhint("Keep the primary key as it is. The change goes through once no tombstone is kept under the "
+                     "table: fencing.forget_tombstones() removes them by age, for every table.")));
     pg_unreachable();
 }
 

@@ -683,6 +683,40 @@ const char* key_problem(Oid relid) {
     return plan.problem;
 }
 
+// What hashing a value of TYPE depends on beyond its hash function: the
+// types and collations of its parts, at any depth (a composite value hashes
+// by its attributes, an array by its elements, a range by its bounds).
+void type_signature(StringInfo out, Oid type) {
+    check_stack_depth();
+    const Oid base = getBaseType(type);
+    appendStringInfo(out, "%u", base);
+    if (const Oid elem = get_element_type(base); OidIsValid(elem)) {
+        appendStringInfoChar(out, '[');
+        type_signature(out, elem);
+        appendStringInfoChar(out, ']');
+    } else if (const Oid sub = get_range_subtype(base); OidIsValid(sub)) {
+        appendStringInfo(out, "<%u:", get_range_collation(base));
+        type_signature(out, sub);
+        appendStringInfoChar(out, '>');
+    } else if (const Oid range = get_multirange_range(base); OidIsValid(range)) {
+        appendStringInfoChar(out, '{');
+        type_signature(out, range);
+        appendStringInfoChar(out, '}');
+    } else if (get_typtype(base) == TYPTYPE_COMPOSITE) {
+        TupleDesc d = lookup_rowtype_tupdesc(base, -1);
+        appendStringInfoChar(out, '(');
+        for (int i = 0; i < d->natts; ++i) {
+            const Form_pg_attribute a = TupleDescAttr(d, i);
+            if (a->attisdropped) continue;
+            appendStringInfo(out, "%u:", a->attcollation);
+            type_signature(out, a->atttypid);
+            appendStringInfoChar(out, ',');
+        }
+        appendStringInfoChar(out, ')');
+        ReleaseTupleDesc(d);
+    }
+}
+
 char* key_fingerprint(Oid relid) {
     Relation rel = relation_open(relid, AccessShareLock);
     KeyPlan plan;
@@ -693,10 +727,28 @@ char* key_fingerprint(Oid relid) {
     TupleDesc desc = RelationGetDescr(rel);
     for (int k = 0; plan.usable && k < plan.natts; ++k) {
         const Form_pg_attribute a = TupleDescAttr(desc, plan.att[k] - 1);
-        appendStringInfo(&s, "%s/%u/%u;", NameStr(a->attname), plan.coll[k], plan.proc[k]);
+        appendStringInfo(&s, "%s/%u/%u/", NameStr(a->attname), plan.coll[k], plan.proc[k]);
+        type_signature(&s, a->atttypid);
+        appendStringInfoChar(&s, ';');
     }
     relation_close(rel, AccessShareLock);
     return s.data;
+}
+
+Oid next_table_with_tombstones(Oid after) {
+    Handle* h = handle();
+    ScanKeyData skey;
+    ScanKeyInit(&skey, kAttTbl, BTGreaterStrategyNumber, F_OIDGT, ObjectIdGetDatum(after));
+    IndexScanDesc scan = compat::index_scan_begin(h->heap, h->index, &h->dirty, 1);
+    index_rescan(scan, &skey, 1, nullptr, 0);
+    Oid next = InvalidOid;
+    if (index_getnext_slot(scan, ForwardScanDirection, h->slot)) {
+        bool isnull = false;
+        next = DatumGetObjectId(slot_getattr(h->slot, kAttTbl, &isnull));
+    }
+    ExecClearTuple(h->slot);
+    index_endscan(scan);
+    return next;
 }
 
 bool has_tombstones(Oid relid) {

@@ -62,9 +62,12 @@ Oid prepare(Key* key, Relation rel, Oid check_fn, MemoryContext cxt);
 const char* key_problem(Oid relid);
 
 // What RELID's tombstones' hashes depend on: its primary key's columns in
-// order, their collations and hash functions ("" without a usable primary
-// key); palloc'd.
+// order, their collations and hash functions, and their types' parts at any
+// depth ("" without a usable primary key); palloc'd.
 char* key_fingerprint(Oid relid);
+
+// The least OID above AFTER under which tombstones are kept, or InvalidOid.
+Oid next_table_with_tombstones(Oid after);
 
 // Whether a tombstone is kept under RELID (committed, or in progress).
 bool has_tombstones(Oid relid);
