@@ -752,8 +752,27 @@ Oid next_table_with_tombstones(Oid after) {
 }
 
 bool has_tombstones(Oid relid) {
-    std::uint64_t hash = 0;
-    return hashes_of(handle(), relid, &hash, 1) > 0;
+    Handle* h = handle();
+    for (;;) {
+        ScanKeyData skey;
+        ScanKeyInit(&skey, kAttTbl, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+        IndexScanDesc scan = compat::index_scan_begin(h->heap, h->index, &h->dirty, 1);
+        index_rescan(scan, &skey, 1, nullptr, 0);
+        bool found = false;
+        TransactionId writer = InvalidTransactionId;
+        while (!found && index_getnext_slot(scan, ForwardScanDirection, h->slot)) {
+            writer = TransactionIdIsValid(h->dirty.xmin) ? h->dirty.xmin : h->dirty.xmax;
+            found = !TransactionIdIsValid(writer);
+            if (TransactionIdIsValid(writer)) break;
+        }
+        ExecClearTuple(h->slot);
+        index_endscan(scan);
+        if (found) return true;
+        if (!TransactionIdIsValid(writer)) return false;
+        // One being written (or removed) by a transaction in progress:
+        // whether it stays is known once that transaction ends.
+        wait_for(writer);
+    }
 }
 
 void refuse_key_order(Oid relid, Oid owner) {

@@ -69,7 +69,8 @@ char* key_fingerprint(Oid relid);
 // The least OID above AFTER under which tombstones are kept, or InvalidOid.
 Oid next_table_with_tombstones(Oid after);
 
-// Whether a tombstone is kept under RELID (committed, or in progress).
+// Whether a tombstone is kept under RELID, committed (one that a
+// transaction in progress writes or removes is waited for).
 bool has_tombstones(Oid relid);
 
 // Refuses (0A000) RELID, locked, keeping its tombstones under OWNER with a
