@@ -37,6 +37,7 @@ extern "C" {
 #include "catalog/dependency.h"
 #include "catalog/objectaddress.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_depend.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_trigger.h"
@@ -136,7 +137,7 @@ void install_check(Oid relid, const bytea* args, Oid enforce) {
                      errhint("Give it a primary key (CREATE TABLE ... (PRIMARY KEY (...)) INHERITS (...)), or "
                              "protect the parent with tombstones => false.")));
     if (strcmp(check_arg(args, 4), "true") == 0)
-        tombstones::refuse_key_order(relid, tombstones::owner_of(relid, enforce));
+        tombstones::refuse_other_key(relid, tombstones::owner_of(relid, enforce));
     CreateTrigStmt* stmt = makeNode(CreateTrigStmt);
     stmt->replace = false;
     stmt->isconstraint = false;
@@ -291,7 +292,7 @@ void join_tombstones(Oid relid, Oid enforce) {
     const bool with_tombstones = strcmp(check_arg(check_of(owner, enforce).args, 4), "true") == 0;
     ListCell* lc;
     foreach (lc, tables) {
-        if (with_tombstones) tombstones::refuse_key_order(lfirst_oid(lc), owner);
+        if (with_tombstones) tombstones::refuse_other_key(lfirst_oid(lc), owner);
         (void)tombstones::move_table(lfirst_oid(lc), owner);
     }
 }
@@ -368,29 +369,68 @@ void record_key(Oid t) {
     MemoryContextSwitchTo(old);
 }
 
-// ALTER TABLE (OBJECT_TABLE): the tables it reaches, when it has a command
-// that may change a primary key. ALTER TYPE of a composite type's
-// attributes (OBJECT_TYPE; CASCADE reaches the tables using the type, typed
-// tables among them): every table with tombstones, and those of its
-// hierarchy.
-void record_keys(const AlterTableStmt* stmt, ObjectType type) {
+void reset_keys() {
     if (keys_cxt == nullptr)
         keys_cxt =
             AllocSetContextCreate(TopMemoryContext, "fencing primary keys before ALTER TABLE", ALLOCSET_SMALL_SIZES);
     keys_before = NIL;
     MemoryContextReset(keys_cxt);
-    ListCell* lc;
+}
+
+// Every table with tombstones, and those of its hierarchy.
+void record_all_with_tombstones() {
+    for (Oid t = tombstones::next_table_with_tombstones(InvalidOid); OidIsValid(t);
+         t = tombstones::next_table_with_tombstones(t)) {
+        if (get_rel_name(t) == nullptr) continue;
+        ListCell* lc;
+        foreach (lc, find_all_inheritors(t, NoLock, nullptr)) record_key(lfirst_oid(lc));
+    }
+}
+
+// Whether RELID's row type, or an array of it, is used (by a column, a
+// composite type's attribute, a domain, a range): a change of RELID's
+// columns changes how a key of that type hashes.
+bool rowtype_used(Oid relid) {
+    const Oid type = get_rel_type_id(relid);
+    if (!OidIsValid(type)) return false;
+    const Oid types[2] = {type, get_array_type(type)};
+    Relation dep = table_open(DependRelationId, AccessShareLock);
+    bool used = false;
+    for (int i = 0; i < 2 && !used; ++i) {
+        if (!OidIsValid(types[i])) continue;
+        ScanKeyData key[2];
+        ScanKeyInit(&key[0], Anum_pg_depend_refclassid, BTEqualStrategyNumber, F_OIDEQ,
+                    ObjectIdGetDatum(TypeRelationId));
+        ScanKeyInit(&key[1], Anum_pg_depend_refobjid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(types[i]));
+        SysScanDesc scan = systable_beginscan(dep, DependReferenceIndexId, true, nullptr, 2, key);
+        HeapTuple tup;
+        while (!used && HeapTupleIsValid(tup = systable_getnext(scan)))
+            used = reinterpret_cast<Form_pg_depend>(GETSTRUCT(tup))->deptype == DEPENDENCY_NORMAL;
+        systable_endscan(scan);
+    }
+    table_close(dep, AccessShareLock);
+    return used;
+}
+
+// What an ALTER TABLE, ALTER FOREIGN TABLE or ALTER TYPE may change the
+// primary key of. ALTER TABLE: the tables it reaches, when it has a command
+// that may change a primary key. ALTER TYPE of a composite type's
+// attributes (CASCADE reaches the tables using the type, typed tables among
+// them), and a change of the columns of a table whose row type is used
+// (possibly as a key column's type): every table with tombstones, and those
+// of its hierarchy.
+void record_keys(const AlterTableStmt* stmt, ObjectType type) {
+    reset_keys();
     if (type == OBJECT_TYPE) {
-        for (Oid t = tombstones::next_table_with_tombstones(InvalidOid); OidIsValid(t);
-             t = tombstones::next_table_with_tombstones(t)) {
-            if (get_rel_name(t) == nullptr) continue;
-            foreach (lc, find_all_inheritors(t, NoLock, nullptr)) record_key(lfirst_oid(lc));
-        }
+        record_all_with_tombstones();
         return;
     }
-    if (stmt->relation == nullptr || !may_change_key(stmt)) return;
+    if (stmt->relation == nullptr) return;
     const Oid target = RangeVarGetRelid(stmt->relation, NoLock, true);
-    if (!OidIsValid(target) || get_rel_relkind(target) == RELKIND_FOREIGN_TABLE) return;
+    if (!OidIsValid(target)) return;
+    if (rowtype_used(target)) record_all_with_tombstones();
+    if (type != OBJECT_TABLE || !may_change_key(stmt) || get_rel_relkind(target) == RELKIND_FOREIGN_TABLE) return;
+    ListCell* lc;
     foreach (lc, find_all_inheritors(target, NoLock, nullptr)) record_key(lfirst_oid(lc));
 }
 
@@ -419,6 +459,7 @@ void check_keys(Oid enforce) {
 // the check.) Other DDL is left at that, without reading its commands.
 bool may_change_coverage(const Node* parsetree) {
     if (parsetree == nullptr) return true;
+    if (IsA(parsetree, ViewStmt)) return false;
     if (IsA(parsetree, CreateStmt) || IsA(parsetree, CreateForeignTableStmt)) {
         const CreateStmt* c = reinterpret_cast<const CreateStmt*>(parsetree);
         // (1.2) An unlogged table, also a partition: it may carry the check.
@@ -445,8 +486,8 @@ void ddl_command_end(FunctionCallInfo fcinfo) {
     if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                         errmsg("fencing.ddl_command_end() was not called by the event trigger manager")));
-    if (keys_before != NIL &&
-        IsA(reinterpret_cast<const EventTriggerData*>(fcinfo->context)->parsetree, AlterTableStmt))
+    if (const Node* tree = reinterpret_cast<const EventTriggerData*>(fcinfo->context)->parsetree;
+        keys_before != NIL && tree != nullptr && (IsA(tree, AlterTableStmt) || IsA(tree, ViewStmt)))
         check_keys(enforce_function());
     if (!may_change_coverage(reinterpret_cast<const EventTriggerData*>(fcinfo->context)->parsetree)) return;
     const Oid enforce = enforce_function();
@@ -555,18 +596,19 @@ void ddl_command_start(FunctionCallInfo fcinfo) {
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                         errmsg("fencing.ddl_command_start() was not called by the event trigger manager")));
     const EventTriggerData* ev = reinterpret_cast<const EventTriggerData*>(fcinfo->context);
+    if (ev->parsetree != nullptr && IsA(ev->parsetree, ViewStmt)) {
+        // CREATE OR REPLACE VIEW may add columns to its row type.
+        const ViewStmt* view = reinterpret_cast<const ViewStmt*>(ev->parsetree);
+        reset_keys();
+        const Oid target = view->replace ? RangeVarGetRelid(view->view, NoLock, true) : InvalidOid;
+        if (OidIsValid(target) && rowtype_used(target)) record_all_with_tombstones();
+        return;
+    }
     if (ev->parsetree == nullptr || !IsA(ev->parsetree, AlterTableStmt)) return;
     const AlterTableStmt* stmt = reinterpret_cast<const AlterTableStmt*>(ev->parsetree);
     const ObjectType type = compat::alter_table_object_type(stmt);
-    if (type == OBJECT_TYPE) {
-        record_keys(stmt, type);
-        return;
-    }
-    if (type != OBJECT_TABLE || stmt->relation == nullptr) {
-        keys_before = NIL;
-        return;
-    }
     record_keys(stmt, type);
+    if (type != OBJECT_TABLE || stmt->relation == nullptr) return;
     Oid enforce = InvalidOid;
     ListCell* lc;
     foreach (lc, stmt->cmds) {

@@ -232,14 +232,14 @@ void key_changed(Oid relid, Oid owner) {
     pg_unreachable();
 }
 
-void key_order(Oid relid, Oid owner, const char* problem) {
+void other_key(Oid relid, Oid owner, const char* problem) {
     const char* name = get_rel_name(relid);
     const char* owner_name = get_rel_name(owner);
     ereport(ERROR,
             (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
              errmsg("table \"%s\" cannot carry the check of a table protected with tombstones", name ? name : "?"),
              errdetail("%s Tombstones remember deleted rows by their primary key.", problem),
-             errhint("Give it a primary key with the columns in the order of the primary key of \"%s\", or "
+             errhint("Give it the primary key of \"%s\" (the same columns in the same order), or "
                      "protect the hierarchy with tombstones => false.",
                      owner_name ? owner_name : "?")));
     pg_unreachable();

@@ -57,11 +57,11 @@ void log_skipped_replicated(Relation rel, core::RejectReason why);
 // tombstones are kept under OWNER and exist (or kept under RELID itself).
 [[noreturn]] void key_changed(Oid relid, Oid owner);
 
-// 0A000: RELID, whose check keeps tombstones under OWNER, has a primary key
-// of OWNER's columns in another order (PROBLEM, a sentence). Raised by the
-// DDL that would make it so (ALTER TABLE ... INHERIT, ATTACH PARTITION,
-// protect()).
-[[noreturn]] void key_order(Oid relid, Oid owner, const char* problem);
+// 0A000: RELID, whose check keeps tombstones under OWNER, has another
+// primary key than OWNER's (PROBLEM, a sentence). Raised by the DDL that
+// would make it so (CREATE TABLE ... INHERITS, ALTER TABLE ... INHERIT,
+// ATTACH PARTITION, protect()).
+[[noreturn]] void other_key(Oid relid, Oid owner, const char* problem);
 
 // 55000: REL is protected with tombstones, but its primary key cannot carry
 // them; PROBLEM says why (a sentence).

@@ -404,16 +404,50 @@ void plan_key(KeyPlan* plan, Relation rel, Oid* pk_out) {
     plan->usable = true;
 }
 
-// The names of OWNER's primary key columns in their order (from
+// What hashing a value of TYPE depends on beyond its hash function: the
+// types and collations of its parts, at any depth (a composite value hashes
+// by its attributes, an array by its elements, a range by its bounds).
+void type_signature(StringInfo out, Oid type) {
+    check_stack_depth();
+    const Oid base = getBaseType(type);
+    appendStringInfo(out, "%u", base);
+    if (const Oid elem = get_element_type(base); OidIsValid(elem)) {
+        appendStringInfoChar(out, '[');
+        type_signature(out, elem);
+        appendStringInfoChar(out, ']');
+    } else if (const Oid sub = get_range_subtype(base); OidIsValid(sub)) {
+        appendStringInfo(out, "<%u:", get_range_collation(base));
+        type_signature(out, sub);
+        appendStringInfoChar(out, '>');
+    } else if (const Oid range = get_multirange_range(base); OidIsValid(range)) {
+        appendStringInfoChar(out, '{');
+        type_signature(out, range);
+        appendStringInfoChar(out, '}');
+    } else if (get_typtype(base) == TYPTYPE_COMPOSITE) {
+        TupleDesc d = lookup_rowtype_tupdesc(base, -1);
+        appendStringInfoChar(out, '(');
+        for (int i = 0; i < d->natts; ++i) {
+            const Form_pg_attribute a = TupleDescAttr(d, i);
+            if (a->attisdropped) continue;
+            appendStringInfo(out, "%u:", a->attcollation);
+            type_signature(out, a->atttypid);
+            appendStringInfoChar(out, ',');
+        }
+        appendStringInfoChar(out, ')');
+        ReleaseTupleDesc(d);
+    }
+}
+
+// The attribute numbers of OWNER's primary key columns in their order (from
 // pg_constraint, without a lock on OWNER), or NIL without a primary key.
-List* primary_key_names(Oid owner) {
-    List* names = NIL;
+List* primary_key_attnums(Oid owner) {
+    List* attnums = NIL;
     Relation conrel = table_open(ConstraintRelationId, AccessShareLock);
     ScanKeyData skey;
     ScanKeyInit(&skey, Anum_pg_constraint_conrelid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(owner));
     SysScanDesc scan = systable_beginscan(conrel, ConstraintRelidTypidNameIndexId, true, nullptr, 1, &skey);
     HeapTuple tup;
-    while (names == NIL && HeapTupleIsValid(tup = systable_getnext(scan))) {
+    while (attnums == NIL && HeapTupleIsValid(tup = systable_getnext(scan))) {
         if (reinterpret_cast<Form_pg_constraint>(GETSTRUCT(tup))->contype != CONSTRAINT_PRIMARY) continue;
         bool isnull = true;
         const Datum d = heap_getattr(tup, Anum_pg_constraint_conkey, RelationGetDescr(conrel), &isnull);
@@ -421,56 +455,66 @@ List* primary_key_names(Oid owner) {
         ArrayType* arr = DatumGetArrayTypeP(d);
         const int n = ARR_DIMS(arr)[0];
         const int16* keys = reinterpret_cast<const int16*>(ARR_DATA_PTR(arr));
-        for (int k = 0; k < n; ++k) names = lappend(names, get_attname(owner, keys[k], false));
+        for (int k = 0; k < n; ++k) attnums = lappend_int(attnums, keys[k]);
     }
     systable_endscan(scan);
     table_close(conrel, AccessShareLock);
-    return names;
+    return attnums;
+}
+
+// A key column as its values hash: name, collation, the type part by part
+// (a primary key's operator class is its type's default one).
+void column_signature(StringInfo sig, StringInfo names, const char* name, Oid coll, Oid type) {
+    appendStringInfo(sig, "%s/%u/", quote_identifier(name), coll);
+    type_signature(sig, type);
+    appendStringInfoChar(sig, ';');
+    appendStringInfo(names, "%s%s", names->len > 0 ? ", " : "", quote_identifier(name));
 }
 
 // Why REL, planned as PLAN, cannot keep its tombstones under OWNER (a
-// sentence), or nullptr: keys meet by their columns' values in the owner's
-// primary key order, so a primary key of the same columns in another order
-// would hash the keys otherwise (a key deleted elsewhere in the hierarchy
-// would not meet its INSERT into REL, and another key would); an owner
-// without a primary key gives no order.
-const char* order_problem(Relation rel, const KeyPlan& plan, Oid owner) {
+// sentence), or nullptr. A key is hashed by its primary key's columns in
+// order, so every table of a hierarchy needs the owner's primary key: the
+// same columns, in the same order, of the same types and collations. A
+// table with another primary key (another order, other or more columns)
+// would hash its keys otherwise: a key deleted elsewhere in the hierarchy
+// would not meet its INSERT into REL, another key might, and its own
+// tombstones, kept under OWNER, would not follow a change of its primary
+// key made while it is out of the hierarchy. An owner without a primary
+// key gives none.
+const char* other_key_problem(Relation rel, const KeyPlan& plan, Oid owner) {
     if (!plan.usable || owner == RelationGetRelid(rel)) return nullptr;
-    List* theirs = primary_key_names(owner);
-    if (theirs == NIL) {
-        // Its tables' keys would be compared in each one's order.
-        const char* owner_name = get_rel_name(owner);
+    const char* owner_name = get_rel_name(owner);
+    if (owner_name == nullptr) owner_name = "?";
+    List* theirs = primary_key_attnums(owner);
+    if (theirs == NIL)
         return psprintf(
             "\"%s\", which keeps the tombstones of its hierarchy, has no primary key, so that the keys "
             "of the hierarchy's tables would not be compared column by column in one order.",
-            owner_name != nullptr ? owner_name : "?");
-    }
-    if (list_length(theirs) != plan.natts) return nullptr;
-    TupleDesc desc = RelationGetDescr(rel);
-    bool same_order = true;
-    for (int k = 0; k < plan.natts; ++k) {
-        const char* mine = NameStr(TupleDescAttr(desc, plan.att[k] - 1)->attname);
-        if (strcmp(mine, static_cast<const char*>(list_nth(theirs, k))) != 0) same_order = false;
-        bool found = false;
-        ListCell* lc;
-        foreach (lc, theirs) found = found || strcmp(mine, static_cast<const char*>(lfirst(lc))) == 0;
-        if (!found) return nullptr;  // other columns: other keys
-    }
-    if (same_order) return nullptr;
-    StringInfoData mine, own;
+            owner_name);
+    StringInfoData mine, mine_names, own, own_names;
     initStringInfo(&mine);
+    initStringInfo(&mine_names);
     initStringInfo(&own);
+    initStringInfo(&own_names);
+    TupleDesc desc = RelationGetDescr(rel);
     for (int k = 0; k < plan.natts; ++k) {
-        appendStringInfo(&mine, "%s%s", k > 0 ? ", " : "",
-                         quote_identifier(NameStr(TupleDescAttr(desc, plan.att[k] - 1)->attname)));
-        appendStringInfo(&own, "%s%s", k > 0 ? ", " : "",
-                         quote_identifier(static_cast<const char*>(list_nth(theirs, k))));
+        const Form_pg_attribute a = TupleDescAttr(desc, plan.att[k] - 1);
+        column_signature(&mine, &mine_names, NameStr(a->attname), a->attcollation, a->atttypid);
     }
-    const char* owner_name = get_rel_name(owner);
+    ListCell* lc;
+    foreach (lc, theirs) {
+        const AttrNumber att = static_cast<AttrNumber>(lfirst_int(lc));
+        Oid type = InvalidOid, coll = InvalidOid;
+        int32 typmod = -1;
+        get_atttypetypmodcoll(owner, att, &type, &typmod, &coll);
+        column_signature(&own, &own_names, get_attname(owner, att, false), coll, type);
+    }
+    if (strcmp(mine.data, own.data) == 0) return nullptr;
     return psprintf(
-        "Its primary key (%s) has the columns of the primary key of \"%s\" (%s) in another order, so that its keys "
+        "Its primary key (%s) is not the primary key of \"%s\" (%s), which keeps the tombstones of its hierarchy: "
+        "with other columns, another order, other types or collations its keys would be hashed otherwise, and "
         "would not meet the keys deleted elsewhere in the hierarchy.",
-        mine.data, owner_name != nullptr ? owner_name : "?", own.data);
+        mine_names.data, owner_name, own_names.data);
 }
 
 void key_from_plan(Key* key, const KeyPlan& plan, MemoryContext cxt) {
@@ -581,7 +625,7 @@ PlanEntry* plan_entry(Relation rel, Oid check_fn) {
     const Oid owner = owner_walk(relid, check_fn, &chain, &other);
     if (OidIsValid(pk)) chain.add(pk);
     // (The owner's primary key changing invalidates the owner, in CHAIN.)
-    if (const char* problem = order_problem(rel, plan, owner)) {
+    if (const char* problem = other_key_problem(rel, plan, owner)) {
         plan.usable = false;
         plan.natts = 0;
         plan.problem = problem;
@@ -683,40 +727,6 @@ const char* key_problem(Oid relid) {
     return plan.problem;
 }
 
-// What hashing a value of TYPE depends on beyond its hash function: the
-// types and collations of its parts, at any depth (a composite value hashes
-// by its attributes, an array by its elements, a range by its bounds).
-void type_signature(StringInfo out, Oid type) {
-    check_stack_depth();
-    const Oid base = getBaseType(type);
-    appendStringInfo(out, "%u", base);
-    if (const Oid elem = get_element_type(base); OidIsValid(elem)) {
-        appendStringInfoChar(out, '[');
-        type_signature(out, elem);
-        appendStringInfoChar(out, ']');
-    } else if (const Oid sub = get_range_subtype(base); OidIsValid(sub)) {
-        appendStringInfo(out, "<%u:", get_range_collation(base));
-        type_signature(out, sub);
-        appendStringInfoChar(out, '>');
-    } else if (const Oid range = get_multirange_range(base); OidIsValid(range)) {
-        appendStringInfoChar(out, '{');
-        type_signature(out, range);
-        appendStringInfoChar(out, '}');
-    } else if (get_typtype(base) == TYPTYPE_COMPOSITE) {
-        TupleDesc d = lookup_rowtype_tupdesc(base, -1);
-        appendStringInfoChar(out, '(');
-        for (int i = 0; i < d->natts; ++i) {
-            const Form_pg_attribute a = TupleDescAttr(d, i);
-            if (a->attisdropped) continue;
-            appendStringInfo(out, "%u:", a->attcollation);
-            type_signature(out, a->atttypid);
-            appendStringInfoChar(out, ',');
-        }
-        appendStringInfoChar(out, ')');
-        ReleaseTupleDesc(d);
-    }
-}
-
 char* key_fingerprint(Oid relid) {
     Relation rel = relation_open(relid, AccessShareLock);
     KeyPlan plan;
@@ -775,14 +785,14 @@ bool has_tombstones(Oid relid) {
     }
 }
 
-void refuse_key_order(Oid relid, Oid owner) {
+void refuse_other_key(Oid relid, Oid owner) {
     Relation rel = relation_open(relid, AccessShareLock);
     KeyPlan plan;
     Oid pk = InvalidOid;
     plan_key(&plan, rel, &pk);
-    const char* problem = order_problem(rel, plan, owner);
+    const char* problem = other_key_problem(rel, plan, owner);
     relation_close(rel, AccessShareLock);
-    if (problem != nullptr) rejections::key_order(relid, owner, problem);
+    if (problem != nullptr) rejections::other_key(relid, owner, problem);
 }
 
 bool same_key_bytes(const Key* key, Relation rel, HeapTuple a, HeapTuple b) {
@@ -912,7 +922,7 @@ std::int64_t join_owner(Oid relid, Oid check_fn) {
         Oid other = InvalidOid;
         const Oid owner = owner_walk(t, check_fn, nullptr, &other);
         if (OidIsValid(other)) rejections::two_hierarchies(t, owner, other);
-        refuse_key_order(t, owner);
+        refuse_other_key(t, owner);
         n += move_table(t, owner);
     }
     return n;

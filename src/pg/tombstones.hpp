@@ -73,11 +73,11 @@ Oid next_table_with_tombstones(Oid after);
 // transaction in progress writes or removes is waited for).
 bool has_tombstones(Oid relid);
 
-// Refuses (0A000) RELID, locked, keeping its tombstones under OWNER with a
-// primary key of OWNER's columns in another order (whose keys would not
-// meet those of the rest of the hierarchy); the check of every write does
-// the same (55000, no usable primary key).
-void refuse_key_order(Oid relid, Oid owner);
+// Refuses (0A000) RELID, locked, keeping its tombstones under OWNER with
+// another primary key than OWNER's (other columns, another order: its keys
+// would not meet those of the rest of the hierarchy); the check of every
+// write does the same (55000, no usable primary key).
+void refuse_other_key(Oid relid, Oid owner);
 
 // The 64-bit hash of TUP's primary key (KEY must be usable): equal keys, as
 // the primary key compares them, hash equally.
