@@ -977,6 +977,43 @@ INSERT INTO tb_rv VALUES (ROW(2), 20);
 \set VERBOSITY default
 DROP TABLE tb_rt, tb_rv, tb_in;
 DROP VIEW tb_iv;
+-- The same through an ancestor of the row type's table (ALTER TABLE
+-- reaches its inheritors), and a DROP ... CASCADE that drops an attribute
+-- of a key's composite type or a key column.
+CREATE TABLE tb_q0 (a int);
+CREATE TABLE tb_q0c () INHERITS (tb_q0);
+CREATE TABLE tb_qk (k tb_q0c PRIMARY KEY, fence_token bigint);
+SELECT fencing.protect('tb_qk');
+CREATE TYPE t25_en AS ENUM ('x');
+CREATE TYPE t25_ct AS (a int, e t25_en);
+CREATE TABLE tb_qe (k t25_ct PRIMARY KEY, fence_token bigint);
+SELECT fencing.protect('tb_qe');
+CREATE DOMAIN t25_dk AS int;
+CREATE TABLE tb_qd (k t25_dk PRIMARY KEY, fence_token bigint);
+SELECT fencing.protect('tb_qd');
+INSERT INTO tb_qk VALUES (ROW(1), 10);
+INSERT INTO tb_qe VALUES (ROW(1, NULL), 10);
+INSERT INTO tb_qd VALUES (1, 10);
+BEGIN;
+SET LOCAL fencing.token = '50';
+DELETE FROM tb_qk;
+DELETE FROM tb_qe;
+DELETE FROM tb_qd;
+COMMIT;
+ALTER TABLE tb_q0 ADD COLUMN z int;
+\echo :SQLSTATE
+DROP TYPE t25_en CASCADE;
+\echo :SQLSTATE
+DROP DOMAIN t25_dk CASCADE;
+\echo :SQLSTATE
+\set VERBOSITY terse
+INSERT INTO tb_qk VALUES (ROW(1), 20);
+INSERT INTO tb_qe VALUES (ROW(1, NULL), 20);
+INSERT INTO tb_qd VALUES (1, 20);
+\set VERBOSITY default
+DROP TABLE tb_qk, tb_q0c, tb_q0, tb_qe, tb_qd;
+DROP TYPE t25_ct, t25_en;
+DROP DOMAIN t25_dk;
 -- A table without a primary key whose tombstones exist (hashed under a
 -- primary key no longer known; here written by hand) gets none.
 CREATE TABLE tb_np (id int, fence_token bigint);

@@ -412,6 +412,20 @@ bool rowtype_used(Oid relid) {
     return used;
 }
 
+// Whether a DROP may drop what a key depends on beyond the key's own table:
+// with CASCADE (DROP OWNED drops what it drops); not DROP EXTENSION fencing.
+bool drop_may_change_keys(const Node* tree) {
+    if (IsA(tree, DropOwnedStmt)) return true;
+    const DropStmt* drop = reinterpret_cast<const DropStmt*>(tree);
+    if (drop->behavior != DROP_CASCADE) return false;
+    if (drop->removeType == OBJECT_EXTENSION) {
+        ListCell* lc;
+        foreach (lc, drop->objects)
+            if (IsA(lfirst(lc), String) && strcmp(strVal(lfirst(lc)), "fencing") == 0) return false;
+    }
+    return true;
+}
+
 // What an ALTER TABLE, ALTER FOREIGN TABLE or ALTER TYPE may change the
 // primary key of. ALTER TABLE: the tables it reaches, when it has a command
 // that may change a primary key. ALTER TYPE of a composite type's
@@ -428,9 +442,14 @@ void record_keys(const AlterTableStmt* stmt, ObjectType type) {
     if (stmt->relation == nullptr) return;
     const Oid target = RangeVarGetRelid(stmt->relation, NoLock, true);
     if (!OidIsValid(target)) return;
-    if (rowtype_used(target)) record_all_with_tombstones();
-    if (type != OBJECT_TABLE || !may_change_key(stmt) || get_rel_relkind(target) == RELKIND_FOREIGN_TABLE) return;
+    // (A column added to or dropped from TARGET reaches its inheritors too.)
     ListCell* lc;
+    foreach (lc, find_all_inheritors(target, NoLock, nullptr)) {
+        if (!rowtype_used(lfirst_oid(lc))) continue;
+        record_all_with_tombstones();
+        break;
+    }
+    if (type != OBJECT_TABLE || !may_change_key(stmt) || get_rel_relkind(target) == RELKIND_FOREIGN_TABLE) return;
     foreach (lc, find_all_inheritors(target, NoLock, nullptr)) record_key(lfirst_oid(lc));
 }
 
@@ -459,7 +478,7 @@ void check_keys(Oid enforce) {
 // the check.) Other DDL is left at that, without reading its commands.
 bool may_change_coverage(const Node* parsetree) {
     if (parsetree == nullptr) return true;
-    if (IsA(parsetree, ViewStmt)) return false;
+    if (IsA(parsetree, ViewStmt) || IsA(parsetree, DropStmt) || IsA(parsetree, DropOwnedStmt)) return false;
     if (IsA(parsetree, CreateStmt) || IsA(parsetree, CreateForeignTableStmt)) {
         const CreateStmt* c = reinterpret_cast<const CreateStmt*>(parsetree);
         // (1.2) An unlogged table, also a partition: it may carry the check.
@@ -487,7 +506,8 @@ void ddl_command_end(FunctionCallInfo fcinfo) {
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                         errmsg("fencing.ddl_command_end() was not called by the event trigger manager")));
     if (const Node* tree = reinterpret_cast<const EventTriggerData*>(fcinfo->context)->parsetree;
-        keys_before != NIL && tree != nullptr && (IsA(tree, AlterTableStmt) || IsA(tree, ViewStmt)))
+        keys_before != NIL && tree != nullptr &&
+        (IsA(tree, AlterTableStmt) || IsA(tree, ViewStmt) || IsA(tree, DropStmt) || IsA(tree, DropOwnedStmt)))
         check_keys(enforce_function());
     if (!may_change_coverage(reinterpret_cast<const EventTriggerData*>(fcinfo->context)->parsetree)) return;
     const Oid enforce = enforce_function();
@@ -596,6 +616,13 @@ void ddl_command_start(FunctionCallInfo fcinfo) {
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                         errmsg("fencing.ddl_command_start() was not called by the event trigger manager")));
     const EventTriggerData* ev = reinterpret_cast<const EventTriggerData*>(fcinfo->context);
+    if (ev->parsetree != nullptr && (IsA(ev->parsetree, DropStmt) || IsA(ev->parsetree, DropOwnedStmt))) {
+        // A DROP ... CASCADE (or DROP OWNED) may drop a column of a composite
+        // type or table whose type a key column is of, or a key column.
+        reset_keys();
+        if (drop_may_change_keys(ev->parsetree)) record_all_with_tombstones();
+        return;
+    }
     if (ev->parsetree != nullptr && IsA(ev->parsetree, ViewStmt)) {
         // CREATE OR REPLACE VIEW may add columns to its row type.
         const ViewStmt* view = reinterpret_cast<const ViewStmt*>(ev->parsetree);

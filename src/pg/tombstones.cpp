@@ -746,18 +746,27 @@ char* key_fingerprint(Oid relid) {
 }
 
 Oid next_table_with_tombstones(Oid after) {
-    Handle* h = handle();
+    // Opened and closed here, not kept for the transaction (handle()): the
+    // command about to run may drop fencing.tombstones (DROP SCHEMA ...
+    // CASCADE), which a reference kept open would refuse.
+    Relation heap = table_open(required_fencing_relation(FencingRel::tombstones), AccessShareLock);
+    Relation index = index_open(required_fencing_relation(FencingRel::tombstones_pkey), AccessShareLock);
+    SnapshotData dirty;
+    InitDirtySnapshot(dirty);
+    TupleTableSlot* slot = table_slot_create(heap, nullptr);
     ScanKeyData skey;
     ScanKeyInit(&skey, kAttTbl, BTGreaterStrategyNumber, F_OIDGT, ObjectIdGetDatum(after));
-    IndexScanDesc scan = compat::index_scan_begin(h->heap, h->index, &h->dirty, 1);
+    IndexScanDesc scan = compat::index_scan_begin(heap, index, &dirty, 1);
     index_rescan(scan, &skey, 1, nullptr, 0);
     Oid next = InvalidOid;
-    if (index_getnext_slot(scan, ForwardScanDirection, h->slot)) {
+    if (index_getnext_slot(scan, ForwardScanDirection, slot)) {
         bool isnull = false;
-        next = DatumGetObjectId(slot_getattr(h->slot, kAttTbl, &isnull));
+        next = DatumGetObjectId(slot_getattr(slot, kAttTbl, &isnull));
     }
-    ExecClearTuple(h->slot);
     index_endscan(scan);
+    ExecDropSingleTupleTableSlot(slot);
+    index_close(index, AccessShareLock);
+    table_close(heap, AccessShareLock);
     return next;
 }
 
