@@ -1014,6 +1014,40 @@ INSERT INTO tb_qd VALUES (1, 20);
 DROP TABLE tb_qk, tb_q0c, tb_q0, tb_qe, tb_qd;
 DROP TYPE t25_ct, t25_en;
 DROP DOMAIN t25_dk;
+-- A key type's hash support function is part of how keys hash: ALTER
+-- OPERATOR FAMILY and DROP OPERATOR CLASS / FAMILY that change it are
+-- refused under tombstones.
+CREATE TYPE t25_myint;
+CREATE FUNCTION t25_myint_in(cstring) RETURNS t25_myint AS 'int4in' LANGUAGE internal IMMUTABLE STRICT;
+CREATE FUNCTION t25_myint_out(t25_myint) RETURNS cstring AS 'int4out' LANGUAGE internal IMMUTABLE STRICT;
+CREATE TYPE t25_myint (INPUT = t25_myint_in, OUTPUT = t25_myint_out, LIKE = int4);
+CREATE FUNCTION t25_myint_eq(t25_myint, t25_myint) RETURNS bool AS 'int4eq' LANGUAGE internal IMMUTABLE STRICT;
+CREATE FUNCTION t25_myint_lt(t25_myint, t25_myint) RETURNS bool AS 'int4lt' LANGUAGE internal IMMUTABLE STRICT;
+CREATE FUNCTION t25_myint_cmp(t25_myint, t25_myint) RETURNS int AS 'btint4cmp' LANGUAGE internal IMMUTABLE STRICT;
+CREATE FUNCTION t25_myint_hash(t25_myint) RETURNS int AS 'hashint4' LANGUAGE internal IMMUTABLE STRICT;
+CREATE FUNCTION t25_myint_hashx(t25_myint, int8) RETURNS int8 AS 'hashint4extended' LANGUAGE internal IMMUTABLE STRICT;
+CREATE OPERATOR = (LEFTARG = t25_myint, RIGHTARG = t25_myint, FUNCTION = t25_myint_eq, HASHES, MERGES);
+CREATE OPERATOR < (LEFTARG = t25_myint, RIGHTARG = t25_myint, FUNCTION = t25_myint_lt);
+CREATE OPERATOR CLASS t25_myint_btree DEFAULT FOR TYPE t25_myint USING btree
+    AS OPERATOR 1 <, OPERATOR 3 =, FUNCTION 1 t25_myint_cmp(t25_myint, t25_myint);
+CREATE OPERATOR CLASS t25_myint_hash_ops DEFAULT FOR TYPE t25_myint USING hash
+    AS OPERATOR 1 =, FUNCTION 1 t25_myint_hash(t25_myint), FUNCTION 2 t25_myint_hashx(t25_myint, int8);
+CREATE TABLE tb_my (id t25_myint PRIMARY KEY, fence_token bigint);
+SELECT fencing.protect('tb_my');
+INSERT INTO tb_my VALUES ('1', 10);
+BEGIN;
+SET LOCAL fencing.token = '50';
+DELETE FROM tb_my;
+COMMIT;
+ALTER OPERATOR FAMILY t25_myint_hash_ops USING hash DROP FUNCTION 2 (t25_myint, t25_myint);
+\echo :SQLSTATE
+DROP OPERATOR CLASS t25_myint_hash_ops USING hash;
+\echo :SQLSTATE
+\set VERBOSITY terse
+INSERT INTO tb_my VALUES ('1', 20);
+\set VERBOSITY default
+DROP TABLE tb_my;
+DROP TYPE t25_myint CASCADE;
 -- A table without a primary key whose tombstones exist (hashed under a
 -- primary key no longer known; here written by hand) gets none.
 CREATE TABLE tb_np (id int, fence_token bigint);

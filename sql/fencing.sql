@@ -928,13 +928,13 @@ REVOKE ALL ON FUNCTION fencing.ddl_command_end() FROM PUBLIC;
 CREATE EVENT TRIGGER fencing_ddl_command_start ON ddl_command_start
     WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE', 'ALTER FOREIGN TABLE', 'CREATE VIEW', 'DROP TYPE', 'DROP DOMAIN',
                  'DROP COLLATION', 'DROP EXTENSION', 'DROP TABLE', 'DROP VIEW', 'DROP MATERIALIZED VIEW', 'DROP FOREIGN TABLE', 'DROP SCHEMA',
-                 'DROP OWNED')
+                 'DROP OWNED', 'ALTER OPERATOR FAMILY', 'DROP OPERATOR CLASS', 'DROP OPERATOR FAMILY')
     EXECUTE FUNCTION fencing.ddl_command_start();
 CREATE EVENT TRIGGER fencing_ddl_command_end ON ddl_command_end
     WHEN TAG IN ('CREATE TABLE', 'CREATE FOREIGN TABLE', 'ALTER TABLE', 'ALTER FOREIGN TABLE', 'CREATE SCHEMA',
                  'ALTER TYPE', 'CREATE VIEW', 'DROP TYPE', 'DROP DOMAIN', 'DROP COLLATION', 'DROP EXTENSION',
                  'DROP TABLE', 'DROP VIEW', 'DROP MATERIALIZED VIEW', 'DROP FOREIGN TABLE', 'DROP SCHEMA',
-                 'DROP OWNED')
+                 'DROP OWNED', 'ALTER OPERATOR FAMILY', 'DROP OPERATOR CLASS', 'DROP OPERATOR FAMILY')
     EXECUTE FUNCTION fencing.ddl_command_end();
 COMMENT ON EVENT TRIGGER fencing_ddl_command_start IS 'Checks DDL that would change what protected tables check';
 COMMENT ON EVENT TRIGGER fencing_ddl_command_end IS 'Checks DDL that would change what protected tables check';

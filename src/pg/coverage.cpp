@@ -413,10 +413,13 @@ bool rowtype_used(Oid relid) {
 }
 
 // Whether a DROP may drop what a key depends on beyond the key's own table:
-// with CASCADE (DROP OWNED drops what it drops); not DROP EXTENSION fencing.
+// an operator class or family, or anything with CASCADE (DROP OWNED drops
+// what it drops); not DROP EXTENSION fencing.
 bool drop_may_change_keys(const Node* tree) {
     if (IsA(tree, DropOwnedStmt)) return true;
     const DropStmt* drop = reinterpret_cast<const DropStmt*>(tree);
+    // A key type's hash function goes with its operator class or family.
+    if (drop->removeType == OBJECT_OPCLASS || drop->removeType == OBJECT_OPFAMILY) return true;
     if (drop->behavior != DROP_CASCADE) return false;
     if (drop->removeType == OBJECT_EXTENSION) {
         ListCell* lc;
@@ -478,7 +481,9 @@ void check_keys(Oid enforce) {
 // the check.) Other DDL is left at that, without reading its commands.
 bool may_change_coverage(const Node* parsetree) {
     if (parsetree == nullptr) return true;
-    if (IsA(parsetree, ViewStmt) || IsA(parsetree, DropStmt) || IsA(parsetree, DropOwnedStmt)) return false;
+    if (IsA(parsetree, ViewStmt) || IsA(parsetree, DropStmt) || IsA(parsetree, DropOwnedStmt) ||
+        IsA(parsetree, AlterOpFamilyStmt))
+        return false;
     if (IsA(parsetree, CreateStmt) || IsA(parsetree, CreateForeignTableStmt)) {
         const CreateStmt* c = reinterpret_cast<const CreateStmt*>(parsetree);
         // (1.2) An unlogged table, also a partition: it may carry the check.
@@ -507,7 +512,8 @@ void ddl_command_end(FunctionCallInfo fcinfo) {
                         errmsg("fencing.ddl_command_end() was not called by the event trigger manager")));
     if (const Node* tree = reinterpret_cast<const EventTriggerData*>(fcinfo->context)->parsetree;
         keys_before != NIL && tree != nullptr &&
-        (IsA(tree, AlterTableStmt) || IsA(tree, ViewStmt) || IsA(tree, DropStmt) || IsA(tree, DropOwnedStmt)))
+        (IsA(tree, AlterTableStmt) || IsA(tree, ViewStmt) || IsA(tree, DropStmt) || IsA(tree, DropOwnedStmt) ||
+         IsA(tree, AlterOpFamilyStmt)))
         check_keys(enforce_function());
     if (!may_change_coverage(reinterpret_cast<const EventTriggerData*>(fcinfo->context)->parsetree)) return;
     const Oid enforce = enforce_function();
@@ -616,6 +622,13 @@ void ddl_command_start(FunctionCallInfo fcinfo) {
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                         errmsg("fencing.ddl_command_start() was not called by the event trigger manager")));
     const EventTriggerData* ev = reinterpret_cast<const EventTriggerData*>(fcinfo->context);
+    if (ev->parsetree != nullptr && IsA(ev->parsetree, AlterOpFamilyStmt)) {
+        // ALTER OPERATOR FAMILY ... ADD | DROP FUNCTION may change a key
+        // type's hash function.
+        reset_keys();
+        record_all_with_tombstones();
+        return;
+    }
     if (ev->parsetree != nullptr && (IsA(ev->parsetree, DropStmt) || IsA(ev->parsetree, DropOwnedStmt))) {
         // A DROP ... CASCADE (or DROP OWNED) may drop a column of a composite
         // type or table whose type a key column is of, or a key column.

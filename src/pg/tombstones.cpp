@@ -377,8 +377,9 @@ void plan_key(KeyPlan* plan, Relation rel, Oid* pk_out) {
         const Oid hproc = OidIsValid(eqop) ? hash_extended_for(eqop) : InvalidOid;
         if (!OidIsValid(hproc)) {
             Form_pg_attribute a = TupleDescAttr(desc, att - 1);
-            plan->problem = psprintf("Its primary key column \"%s\" is of type %s, which has no hash function.",
-                                     NameStr(a->attname), format_type_be(a->atttypid));
+            plan->problem =
+                psprintf("Its primary key column \"%s\" is of type %s, which has no extended (64-bit) hash function.",
+                         NameStr(a->attname), format_type_be(a->atttypid));
             break;
         }
         if (hashes_by_parts(hproc) && !parts_hash(TupleDescAttr(desc, att - 1)->atttypid)) {
@@ -386,12 +387,13 @@ void plan_key(KeyPlan* plan, Relation rel, Oid* pk_out) {
             const Oid part = unhashable_part(a->atttypid);
             if (OidIsValid(part) && part != getBaseType(a->atttypid))
                 plan->problem = psprintf(
-                    "Its primary key column \"%s\" is of type %s, which has no hash function: "
+                    "Its primary key column \"%s\" is of type %s, which has no extended (64-bit) hash function: "
                     "a value of it is hashed by its parts, and a part of type %s has none.",
                     NameStr(a->attname), format_type_be(a->atttypid), format_type_be(part));
             else
-                plan->problem = psprintf("Its primary key column \"%s\" is of type %s, which has no hash function.",
-                                         NameStr(a->attname), format_type_be(a->atttypid));
+                plan->problem = psprintf(
+                    "Its primary key column \"%s\" is of type %s, which has no extended (64-bit) hash function.",
+                    NameStr(a->attname), format_type_be(a->atttypid));
             break;
         }
         plan->att[k] = att;
