@@ -1018,8 +1018,10 @@ DROP DOMAIN t25_dk;
 -- OPERATOR FAMILY and DROP OPERATOR CLASS / FAMILY that change it are
 -- refused under tombstones.
 CREATE TYPE t25_myint;
+SET client_min_messages = warning;
 CREATE FUNCTION t25_myint_in(cstring) RETURNS t25_myint AS 'int4in' LANGUAGE internal IMMUTABLE STRICT;
 CREATE FUNCTION t25_myint_out(t25_myint) RETURNS cstring AS 'int4out' LANGUAGE internal IMMUTABLE STRICT;
+RESET client_min_messages;
 CREATE TYPE t25_myint (INPUT = t25_myint_in, OUTPUT = t25_myint_out, LIKE = int4);
 CREATE FUNCTION t25_myint_eq(t25_myint, t25_myint) RETURNS bool AS 'int4eq' LANGUAGE internal IMMUTABLE STRICT;
 CREATE FUNCTION t25_myint_lt(t25_myint, t25_myint) RETURNS bool AS 'int4lt' LANGUAGE internal IMMUTABLE STRICT;
@@ -1032,6 +1034,19 @@ CREATE OPERATOR CLASS t25_myint_btree DEFAULT FOR TYPE t25_myint USING btree
     AS OPERATOR 1 <, OPERATOR 3 =, FUNCTION 1 t25_myint_cmp(t25_myint, t25_myint);
 CREATE OPERATOR CLASS t25_myint_hash_ops DEFAULT FOR TYPE t25_myint USING hash
     AS OPERATOR 1 =, FUNCTION 1 t25_myint_hash(t25_myint), FUNCTION 2 t25_myint_hashx(t25_myint, int8);
+-- (first as the attribute of a composite key)
+CREATE TYPE t25_myc AS (a t25_myint);
+CREATE TABLE tb_myc (k t25_myc PRIMARY KEY, fence_token bigint);
+SELECT fencing.protect('tb_myc');
+INSERT INTO tb_myc VALUES (ROW('1'), 10);
+BEGIN;
+SET LOCAL fencing.token = '50';
+DELETE FROM tb_myc;
+COMMIT;
+ALTER OPERATOR FAMILY t25_myint_hash_ops USING hash DROP FUNCTION 2 (t25_myint, t25_myint);
+\echo :SQLSTATE
+DROP TABLE tb_myc;
+DROP TYPE t25_myc;
 CREATE TABLE tb_my (id t25_myint PRIMARY KEY, fence_token bigint);
 SELECT fencing.protect('tb_my');
 INSERT INTO tb_my VALUES ('1', 10);

@@ -40,6 +40,7 @@ extern "C" {
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
+#include "commands/defrem.h"
 #include "common/hashfn.h"
 #include "utils/catcache.h"
 #include "utils/array.h"
@@ -412,7 +413,12 @@ void plan_key(KeyPlan* plan, Relation rel, Oid* pk_out) {
 void type_signature(StringInfo out, Oid type) {
     check_stack_depth();
     const Oid base = getBaseType(type);
-    appendStringInfo(out, "%u", base);
+    // With the extended hash function of the type's default hash operator
+    // class (from the catalogs: the type cache may not have seen a change).
+    const Oid opclass = GetDefaultOpClass(base, HASH_AM_OID);
+    const Oid family = OidIsValid(opclass) ? get_opclass_family(opclass) : InvalidOid;
+    appendStringInfo(out, "%u#%u", base,
+                     OidIsValid(family) ? get_opfamily_proc(family, base, base, HASHEXTENDED_PROC) : InvalidOid);
     if (const Oid elem = get_element_type(base); OidIsValid(elem)) {
         appendStringInfoChar(out, '[');
         type_signature(out, elem);
