@@ -36,4 +36,37 @@ SELECT count(*) AS rows_of_a, max(token) = :a2 + 10 AS loaded_kept FROM fencing.
 SELECT fencing.acquire('t15:a') > :a2 + 10 AS next_above_loaded;
 SELECT fencing.release('t15:a');
 
+-- A grant overwrites the resource's row where this session last found it,
+-- only while that is still the row: after the row was replaced (the load
+-- above), moved (VACUUM FULL), removed with its page (VACUUM cutting the
+-- table's end), or removed and its place taken by another resource's row.
+INSERT INTO fencing.fence_state VALUES (fencing.resource_key('t15:a'), :a2 + 20, 5, 0, 't15:a');
+SELECT fencing.acquire('t15:a') AS a3 \gset
+SELECT fencing.release('t15:a');
+SELECT :a3 > :a2 + 20 AS above_replaced, fencing.current('t15:a') = :a3 AS current_is_grant;
+VACUUM FULL fencing.fence_state;
+SELECT fencing.acquire('t15:a') AS a4 \gset
+SELECT fencing.release('t15:a');
+SELECT fencing.current('t15:a') = :a4 AS current_after_move,
+       (SELECT count(*) FROM fencing.fence_state WHERE resource = 't15:a') AS rows_of_a;
+SELECT count(*) FILTER (WHERE fencing.acquire('t15:p' || g) > 0 AND fencing.release('t15:p' || g)) AS padded
+  FROM generate_series(1, 1000) g;
+SELECT fencing.acquire('t15:last') AS l1 \gset
+SELECT fencing.release('t15:last');
+DELETE FROM fencing.fence_state WHERE resource LIKE 't15:p%' OR resource = 't15:last';
+VACUUM fencing.fence_state;
+SELECT fencing.acquire('t15:last') AS l2 \gset
+SELECT fencing.release('t15:last');
+SELECT :l2 > :l1 AS above_removed, fencing.current('t15:last') = :l2 AS current_of_removed;
+SELECT fencing.acquire('t15:x') AS x1 \gset
+SELECT fencing.release('t15:x');
+DELETE FROM fencing.fence_state WHERE resource = 't15:x';
+VACUUM fencing.fence_state;
+SELECT fencing.acquire('t15:y') AS y1 \gset
+SELECT fencing.release('t15:y');
+SELECT fencing.acquire('t15:x') AS x2 \gset
+SELECT fencing.release('t15:x');
+SELECT fencing.current('t15:y') = :y1 AS other_untouched, fencing.current('t15:x') = :x2 AS current_of_x,
+       (SELECT count(*) FROM fencing.fence_state WHERE resource IN ('t15:x', 't15:y')) AS rows_of_x_y;
+
 DELETE FROM fencing.fence_state WHERE resource LIKE 't15:%';

@@ -141,6 +141,20 @@ inline void inplace_update_begin(Relation rel, Oid index, int nkeys, ScanKey key
 inline void inplace_update_finish(void* state, HeapTuple tuple) { systable_inplace_update_finish(state, tuple); }
 inline void inplace_update_cancel(void* state) { systable_inplace_update_cancel(state); }
 
+// The same update of a row whose place is known (resource_rows.cpp's
+// hints), without the index scan: inplace_lock() takes the tuple's
+// in-place lock and the buffer's content lock once no transaction in
+// progress updates or deletes the row (false after waiting for one: look
+// the row up again); inplace_update_and_unlock() overwrites it and lets
+// both go, inplace_unlock() only lets them go. The caller pins the buffer.
+inline bool inplace_lock(Relation rel, HeapTuple tuple, Buffer buffer) {
+    return heap_inplace_lock(rel, tuple, buffer, nullptr, nullptr);
+}
+inline void inplace_update_and_unlock(Relation rel, HeapTuple old, HeapTuple tuple, Buffer buffer) {
+    heap_inplace_update_and_unlock(rel, old, tuple, buffer);
+}
+inline void inplace_unlock(Relation rel, HeapTuple old, Buffer buffer) { heap_inplace_unlock(rel, old, buffer); }
+
 // A lock-manager lock without waiting and without an error for a full lock
 // table: LOCKACQUIRE_NOT_AVAIL instead (18 added the logLockFailure argument).
 inline LockAcquireResult try_lock_quietly(const LOCKTAG* tag, LOCKMODE mode, bool session) {

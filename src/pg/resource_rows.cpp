@@ -3,9 +3,12 @@
 #include "pg/bridge.hpp"
 #include "pg/catalog_ids.hpp"
 
+#include <type_traits>
+
 extern "C" {
 #include "catalog/index.h"
 #include "catalog/pg_collation.h"
+#include "utils/hsearch.h"
 #include "commands/trigger.h"
 #include "utils/fmgroids.h"
 }
@@ -69,6 +72,136 @@ void report_shared_key(const char* resource, int len) {
                               "renaming one of them ends the sharing.")));
 }
 
+// Where each resource's row was last seen, by the resource's key, so that
+// a grant overwrites the row without an index scan (most of a grant's cost
+// otherwise). A hint only: the row it leads to is used when it is live, on
+// a page of the relation's present storage, and carries the key and the
+// name; anything else sends the grant through the index, which sets the
+// hint again. All are dropped at a relcache invalidation of fence_state
+// (any rewrite of it sends one) and past kMaxHints.
+struct RowHint {
+    std::uint64_t key;  // dynahash key: first
+    ItemPointerData tid;
+};
+static_assert(std::is_trivially_destructible_v<RowHint>);
+constexpr long kMaxHints = 65536;
+HTAB* hints = nullptr;
+std::uint64_t hints_generation = 0;
+compat::RelFile hints_file{};
+
+void drop_hints() {
+    if (hints != nullptr) hash_destroy(hints);
+    hints = nullptr;
+}
+
+// The hints, valid for REL as it is now; nullptr when there are none.
+HTAB* hints_for(Relation rel) {
+    const compat::RelFile f = compat::rel_file(rel);
+    if (hints != nullptr && (hints_generation != fence_oids_generation() || f.relfile != hints_file.relfile ||
+                             f.tablespace != hints_file.tablespace || f.database != hints_file.database))
+        drop_hints();
+    return hints;
+}
+
+void set_hint(Relation rel, std::uint64_t key, const ItemPointerData& tid) {
+    if (hints_for(rel) == nullptr || hash_get_num_entries(hints) >= kMaxHints) {
+        drop_hints();
+        HASHCTL ctl;
+        memset(&ctl, 0, sizeof ctl);
+        ctl.keysize = sizeof(std::uint64_t);
+        ctl.entrysize = sizeof(RowHint);
+        ctl.hcxt = TopMemoryContext;
+        hints = hash_create("fencing fence_state row hints", 1024, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+        hints_generation = fence_oids_generation();
+        hints_file = compat::rel_file(rel);
+    }
+    RowHint* h = static_cast<RowHint*>(hash_search(hints, &key, HASH_ENTER, nullptr));
+    h->tid = tid;
+}
+
+void drop_hint(std::uint64_t key) {
+    if (hints != nullptr) (void)hash_search(hints, &key, HASH_REMOVE, nullptr);
+}
+
+// Whether TUP (without nulls, checked by the caller) is the row of
+// (KEY, RESOURCE). A name stored compressed or out of line is not compared
+// here (reading it could need other buffers): not the row, as far as hints go.
+bool row_is(HeapTuple tup, TupleDesc d, std::uint64_t key, const char* resource, int len) {
+    std::int64_t stored_key;
+    memcpy(&stored_key, reinterpret_cast<char*>(tup->t_data) + tup->t_data->t_hoff + kOffKey, sizeof stored_key);
+    if (stored_key != static_cast<std::int64_t>(key)) return false;
+    bool isnull = false;
+    const Datum name = heap_getattr(tup, kAttResource, d, &isnull);
+    if (isnull || VARATT_IS_EXTENDED(DatumGetPointer(name))) return false;
+    const struct varlena* v = reinterpret_cast<const struct varlena*>(DatumGetPointer(name));
+    return static_cast<int>(VARSIZE_ANY_EXHDR(v)) == len && memcmp(VARDATA_ANY(v), resource, len) == 0;
+}
+
+// Records the grant in the row the key's hint leads to: false when there is
+// no hint or it does not lead to the resource's live row (then the caller
+// looks the row up through the index). Between the pin and its release no
+// C++ object is alive: an error leaves the buffer, its lock and the tuple
+// lock to the (sub)transaction's abort.
+bool record_by_hint(Relation rel, std::uint64_t key, const char* resource, int len, std::int64_t token,
+                    std::int32_t granted_at, std::int32_t lease_ms, std::int64_t* stored, Recorded* out) {
+    if (hints_for(rel) == nullptr) return false;
+    const RowHint* h = static_cast<const RowHint*>(hash_search(hints, &key, HASH_FIND, nullptr));
+    if (h == nullptr) return false;
+    const ItemPointerData tid = h->tid;
+    const BlockNumber block = ItemPointerGetBlockNumber(&tid);
+    // A VACUUM may have cut pages off the end (without a relcache
+    // invalidation until it commits).
+    if (block >= RelationGetNumberOfBlocks(rel)) {
+        drop_hint(key);
+        return false;
+    }
+    const Buffer buf = ReadBuffer(rel, block);
+    LockBuffer(buf, BUFFER_LOCK_SHARE);
+    const Page page = BufferGetPage(buf);
+    const OffsetNumber off = ItemPointerGetOffsetNumber(&tid);
+    HeapTupleData tup;
+    bool ok = off >= FirstOffsetNumber && off <= PageGetMaxOffsetNumber(page);
+    if (ok) {
+        const ItemId lp = PageGetItemId(page, off);
+        ok = ItemIdIsNormal(lp);
+        if (ok) {
+            tup.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(page, lp));
+            tup.t_len = ItemIdGetLength(lp);
+            tup.t_self = tid;
+            tup.t_tableOid = RelationGetRelid(rel);
+            ok = !(tup.t_data->t_infomask & HEAP_HASNULL) && HeapTupleSatisfiesVisibility(&tup, SnapshotSelf, buf) &&
+                 row_is(&tup, RelationGetDescr(rel), key, resource, len);
+        }
+    }
+    LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+    // The pin keeps the tuple where it is (pruning needs the only pin).
+    if (!ok) {
+        ReleaseBuffer(buf);
+        drop_hint(key);
+        return false;
+    }
+    if (!compat::inplace_lock(rel, &tup, buf)) {
+        // It waited for a transaction that updated or deleted the row.
+        ReleaseBuffer(buf);
+        drop_hint(key);
+        return false;
+    }
+    *stored = token_field(&tup);
+    if (*stored >= token) {
+        compat::inplace_unlock(rel, &tup, buf);
+        ReleaseBuffer(buf);
+        *out = Recorded::behind;
+        return true;
+    }
+    HeapTuple copy = heap_copytuple(&tup);
+    overwrite_fields(copy, key, token, granted_at, lease_ms);
+    compat::inplace_update_and_unlock(rel, &tup, copy, buf);
+    ReleaseBuffer(buf);
+    heap_freetuple(copy);
+    *out = Recorded::updated;
+    return true;
+}
+
 }  // namespace
 
 StateRow lookup_row(Relation rel, Oid index, std::uint64_t key, const char* resource, int len) {
@@ -93,12 +226,15 @@ std::int32_t now_seconds() { return static_cast<std::int32_t>(GetCurrentTimestam
 
 Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char* resource, int len, std::int64_t token,
                          std::int32_t granted_at, std::int32_t lease_ms, std::int64_t* stored) {
+    Recorded hinted = Recorded::missing;
+    if (record_by_hint(rel, key, resource, len, token, granted_at, lease_ms, stored, &hinted)) return hinted;
     ScanKeyData skey[2];
     row_scan_keys(skey, key, resource, len);
     HeapTuple old = nullptr;
     void* state = nullptr;
     compat::inplace_update_begin(rel, index, 2, skey, &old, &state);
     if (old == nullptr) return Recorded::missing;
+    const ItemPointerData tid = old->t_self;
     bool behind = false;
     PG_TRY();
     {
@@ -115,10 +251,12 @@ Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char*
     if (behind) {
         compat::inplace_update_cancel(state);
         heap_freetuple(old);
+        set_hint(rel, key, tid);
         return Recorded::behind;
     }
     compat::inplace_update_finish(state, old);
     heap_freetuple(old);
+    set_hint(rel, key, tid);
     return Recorded::updated;
 }
 
@@ -141,6 +279,8 @@ void insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource
     bool inulls[2] = {false, false};
     compat::index_insert_unique(irel, ivalues, inulls, &tup->t_self, rel, info);
     index_close(irel, RowExclusiveLock);
+    // Only a row the index reaches (an error before this leaves an orphan).
+    set_hint(rel, key, tup->t_self);
     heap_freetuple(tup);
 }
 

@@ -4,7 +4,9 @@
 // the lock but each has a row of its own, and never reads or writes the
 // other's. Grants are recorded in place (a heap "inplace" WAL record: no
 // transaction id, no commit; see fence_state.hpp for what that means after a
-// crash); a first grant inserts the row frozen.
+// crash); a first grant inserts the row frozen. Each backend remembers where
+// it found each resource's row and overwrites it there without the index
+// scan while it still is that resource's live row.
 #pragma once
 #include "pg/catalog_ids.hpp"
 #include "pg/fence_state.hpp"
