@@ -61,6 +61,29 @@ DELETE FROM tb WHERE id = 1;
 SET LOCAL fencing.token = '301';
 INSERT INTO tb (id, v) VALUES (1, 'next token') RETURNING *;
 COMMIT;
+-- The key deleted again: still one tombstone, with the newer token.
+SELECT count(*) AS tombstones, max(token) AS token FROM fencing.tombstones WHERE tbl = 'tb'::regclass;
+-- A deletion with a token older than the key's tombstone (one that came
+-- from a child protected before its parent) keeps the tombstone's.
+CREATE TABLE tb_p (id int PRIMARY KEY, fence_token fencing.token);
+CREATE TABLE tb_c () INHERITS (tb_p);
+ALTER TABLE tb_c ADD PRIMARY KEY (id);
+SELECT fencing.protect('tb_c');
+INSERT INTO tb_c VALUES (7, 100);
+BEGIN;
+SET LOCAL fencing.token = '900';
+DELETE FROM tb_c WHERE id = 7;
+COMMIT;
+INSERT INTO tb_p VALUES (7, 100);
+SELECT fencing.protect('tb_p');
+BEGIN;
+SET LOCAL fencing.token = '200';
+DELETE FROM ONLY tb_p WHERE id = 7;
+COMMIT;
+SELECT count(*) AS tombstones, max(token) AS token FROM fencing.tombstones WHERE tbl = 'tb_p'::regclass;
+INSERT INTO tb_p VALUES (7, 300);
+INSERT INTO tb_c VALUES (7, 901) RETURNING *;
+DROP TABLE tb_p, tb_c;
 -- (1.2) In a table without tombstones, one transaction inserts (without
 -- looking keys up, with the preload), deletes a key and inserts it again
 -- with an older token: its own tombstone counts from then on (23T01).

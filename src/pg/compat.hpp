@@ -105,6 +105,14 @@ inline void index_insert_unique(Relation irel, Datum* values, bool* nulls, ItemP
     index_insert(irel, values, nulls, tid, heap, UNIQUE_CHECK_YES, false, info);
 }
 
+// The same insertion with the check that reports a possible duplicate (a
+// live entry, or one a transaction in progress writes) instead of raising
+// or waiting: false then, with the new entry inserted all the same.
+inline bool index_insert_unless_duplicate(Relation irel, Datum* values, bool* nulls, ItemPointer tid, Relation heap,
+                                          IndexInfo* info) {
+    return index_insert(irel, values, nulls, tid, heap, UNIQUE_CHECK_PARTIAL, false, info);
+}
+
 // Replaces a tuple in a transactional update, as the server updates catalog
 // rows (16 added the report of which indexes need new entries; the caller
 // inserts them itself).

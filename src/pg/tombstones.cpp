@@ -208,7 +208,8 @@ struct Found {
 // The scan is begun and ended here, in the caller's memory: an index scan
 // kept across rows would keep state allocated in memory that is reset
 // after every row.
-Found lookup(Handle* h, Oid relid, std::uint64_t hash) {
+// SKIP, when given, is a row of this command's left out (one just written).
+Found lookup(Handle* h, Oid relid, std::uint64_t hash, const ItemPointerData* skip = nullptr) {
     Found f{false, 0, {}, 0, InvalidTransactionId, false};
     ScanKeyData skey[2];
     ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
@@ -221,6 +222,7 @@ Found lookup(Handle* h, Oid relid, std::uint64_t hash) {
             f.writer = writer;
             break;
         }
+        if (skip != nullptr && ItemPointerEquals(&h->slot->tts_tid, const_cast<ItemPointer>(skip))) continue;
         bool isnull = false;
         const std::int64_t token = DatumGetInt64(slot_getattr(h->slot, kAttToken, &isnull));
         if (!f.found || token > f.token) {
@@ -252,6 +254,9 @@ Found lookup_settled(Handle* h, Oid relid, std::uint64_t hash, const LOCKTAG& ta
     }
 }
 
+ItemPointerData insert_row(Handle* h, Oid relid, std::uint64_t hash, std::int64_t token, TimestampTz at,
+                           bool* duplicate);
+
 // Writes the tombstone (RELID, HASH) with TOKEN, recorded at AT, replacing
 // the key's tombstone (whose newer token and later time it keeps); with
 // TAG, the key's lock, held in ExclusiveLock.
@@ -269,6 +274,15 @@ void put(Handle* h, Oid relid, std::uint64_t hash, std::int64_t token, Timestamp
         if (f.deleted_at > at) at = f.deleted_at;
         simple_heap_delete(h->heap, &f.tid);
     }
+    (void)insert_row(h, relid, hash, token, at, nullptr);
+}
+
+// Writes the tombstone row (RELID, HASH) with TOKEN, recorded at AT, and
+// returns where. With DUPLICATE, the index entry goes in with a check that
+// sets *DUPLICATE instead of raising when the key has another tombstone
+// (committed, or being written); without, a duplicate raises (23505).
+ItemPointerData insert_row(Handle* h, Oid relid, std::uint64_t hash, std::int64_t token, TimestampTz at,
+                           bool* duplicate) {
     Datum values[kNatts];
     bool nulls[kNatts] = {false, false, false, false};
     values[kAttTbl - 1] = ObjectIdGetDatum(relid);
@@ -279,8 +293,32 @@ void put(Handle* h, Oid relid, std::uint64_t hash, std::int64_t token, Timestamp
     simple_heap_insert(h->heap, tup);
     Datum ivalues[2] = {values[kAttTbl - 1], values[kAttHash - 1]};
     bool inulls[2] = {false, false};
-    compat::index_insert_unique(h->index, ivalues, inulls, &tup->t_self, h->heap, h->index_info);
+    if (duplicate == nullptr)
+        compat::index_insert_unique(h->index, ivalues, inulls, &tup->t_self, h->heap, h->index_info);
+    else
+        *duplicate =
+            !compat::index_insert_unless_duplicate(h->index, ivalues, inulls, &tup->t_self, h->heap, h->index_info);
+    const ItemPointerData tid = tup->t_self;
     heap_freetuple(tup);
+    return tid;
+}
+
+// A key deleted again (the common case: a key never deleted before, where
+// record() wrote its tombstone without looking first). OURS, the row just
+// written with TOKEN at AT, is taken out (a command later: a command cannot
+// delete what it wrote) and the key goes through put(), which keeps the
+// newer token of the two; with TAG, the key's lock, held in ExclusiveLock.
+void settle_duplicate(Handle* h, Oid relid, std::uint64_t hash, std::int64_t token, TimestampTz at, const LOCKTAG& tag,
+                      const ItemPointerData& ours) {
+    const Found f = lookup(h, relid, hash, &ours);
+    CommandCounterIncrement();
+    simple_heap_delete(h->heap, const_cast<ItemPointer>(&ours));
+    if (f.found && f.this_command) {
+        // Deleted twice in one command: as put() does.
+        if (token <= f.token) return;
+        rejections::key_deleted_twice(relid, f.token, token);
+    }
+    put(h, relid, hash, token, at, tag);
 }
 
 // Up to MAX hashes of the tombstones kept under RELID, through the dirty
@@ -889,7 +927,13 @@ void record(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token) {
     tombstone_summary::recorded(owner, token, survey);
     const LOCKTAG tag = key_tag(owner, hash);
     (void)LockAcquire(&tag, ExclusiveLock, false, false);
-    put(h, owner, hash, token, GetCurrentTimestamp(), tag);
+    // Most keys were never deleted before: the row goes in without a
+    // lookup, and its index entry's check finds the rare key that has a
+    // tombstone already.
+    const TimestampTz now = GetCurrentTimestamp();
+    bool duplicate = false;
+    const ItemPointerData tid = insert_row(h, owner, hash, token, now, &duplicate);
+    if (duplicate) settle_duplicate(h, owner, hash, token, now, tag, tid);
     LockRelease(&tag, ExclusiveLock, false);
 }
 
