@@ -152,11 +152,13 @@ inline void inplace_update_cancel(void* state) { systable_inplace_update_cancel(
 // The same update of a row whose place is known (resource_rows.cpp's
 // hints), without the index scan: inplace_lock() takes the tuple's
 // in-place lock and the buffer's content lock once no transaction in
-// progress updates or deletes the row (false after waiting for one: look
-// the row up again); inplace_update_and_unlock() overwrites it and lets
-// both go, inplace_unlock() only lets them go. The caller pins the buffer.
-inline bool inplace_lock(Relation rel, HeapTuple tuple, Buffer buffer) {
-    return heap_inplace_lock(rel, tuple, buffer, nullptr, nullptr);
+// progress updates or deletes the row; false when it had to wait for one
+// (look the row up again), RELEASE(ARG) having been called before the wait
+// (the caller's pin of the buffer must not be held while waiting).
+// inplace_update_and_unlock() overwrites the row and lets both locks go,
+// inplace_unlock() only lets them go.
+inline bool inplace_lock(Relation rel, HeapTuple tuple, Buffer buffer, void (*release)(void*), void* arg) {
+    return heap_inplace_lock(rel, tuple, buffer, release, arg);
 }
 inline void inplace_update_and_unlock(Relation rel, HeapTuple old, HeapTuple tuple, Buffer buffer) {
     heap_inplace_update_and_unlock(rel, old, tuple, buffer);

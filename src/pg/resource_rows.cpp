@@ -137,6 +137,20 @@ bool row_is(HeapTuple tup, TupleDesc d, std::uint64_t key, const char* resource,
     return static_cast<int>(VARSIZE_ANY_EXHDR(v)) == len && memcmp(VARDATA_ANY(v), resource, len) == 0;
 }
 
+// The pin of a hinted row's buffer, which heap_inplace_lock lets go (through
+// release_pinned) before it waits for a writer of the row.
+struct PinnedRow {
+    Buffer buffer;
+    bool released;
+};
+static_assert(std::is_trivially_destructible_v<PinnedRow>);
+
+void release_pinned(void* arg) {
+    PinnedRow* p = static_cast<PinnedRow*>(arg);
+    ReleaseBuffer(p->buffer);
+    p->released = true;
+}
+
 // Records the grant in the row the key's hint leads to: false when there is
 // no hint or it does not lead to the resource's live row (then the caller
 // looks the row up through the index). Between the pin and its release no
@@ -180,9 +194,11 @@ bool record_by_hint(Relation rel, std::uint64_t key, const char* resource, int l
         drop_hint(key);
         return false;
     }
-    if (!compat::inplace_lock(rel, &tup, buf)) {
-        // It waited for a transaction that updated or deleted the row.
-        ReleaseBuffer(buf);
+    PinnedRow pinned{buf, false};
+    if (!compat::inplace_lock(rel, &tup, buf, release_pinned, &pinned)) {
+        // It waited for a transaction that updated, deleted or locked the
+        // row (letting the pin go first).
+        if (!pinned.released) ReleaseBuffer(buf);
         drop_hint(key);
         return false;
     }
