@@ -83,7 +83,7 @@ my $stopped_at = time;
 my ($stopped_gone, $stopped_blocked_at);
 
 # The listener: LISTEN and the acquisition from psql's stdin, which then stays
-# open with nothing more; notifications every 20 ms for 6 s from another
+# open with nothing more; notifications every 20 ms for 24 s from another
 # session.
 my $l_in = "SET application_name = 'listener';\nLISTEN fencing_news;\nSELECT fencing.acquire('tcp:listener', lease => '1s');\n";
 my $listener = IPC::Run::start([ $psql, '-X', '-q', '-d', $tcp, '-f', '-' ], '<', \$l_in, '>', '/dev/null', '2>', '/dev/null');
@@ -97,11 +97,17 @@ kill 'STOP', $listener_psql;
 my $listener_at = time;
 my $listener_gone;
 my $notifier = IPC::Run::start([ $psql, '-X', '-q', '-d', $node->connstr('postgres'), '-c',
-		q{DO $$ BEGIN FOR i IN 1..300 LOOP PERFORM pg_notify('fencing_news', repeat('n', 200)); COMMIT;
+		q{DO $$ BEGIN FOR i IN 1..1200 LOOP PERFORM pg_notify('fencing_news', repeat('n', 200)); COMMIT;
 		  PERFORM pg_sleep(0.02); END LOOP; END $$} ], '>', '/dev/null', '2>', '/dev/null');
-my $until = time + 3.5;
+# At least 3.5 s (3.5x the lease, for the steady reader); longer, up to 20 s,
+# until the backends have been seen blocked and the stopped sessions gone: on
+# a loaded machine the backends may take seconds to fill the sockets' buffers.
+my $loop_start = time;
+my $until = $loop_start + 3.5;
+my $hard_until = $loop_start + 20;
 my ($samples, $client_write) = (0, 0);
-while (time < $until)
+while (time < $until
+	|| (time < $hard_until && ($client_write < 2 || !defined $stopped_gone || !defined $listener_gone)))
 {
 	kill 'STOP', $steady_psql;
 	pause 0.125;
@@ -121,24 +127,26 @@ while (time < $until)
 	# ran beside this one), short against the 250 ms it is stopped.
 	pause 0.02;
 }
-note "steady: ClientWrite in $client_write of $samples samples";
-cmp_ok($samples, '<=', 15, 'the loop ran at its pace (about 14 samples in 3.5 s): its pauses were not cut short');
+my $loop_time = time - $loop_start;
+note "steady: ClientWrite in $client_write of $samples samples, in $loop_time s";
+cmp_ok($samples, '<=', $loop_time / 0.27 + 1,
+	'the loop ran at its pace (a sample every 0.27 s or more): its pauses were not cut short');
 # The backend must be seen blocked on the client (or the session kept
 # below would prove nothing); how often depends on when the kernel's socket
 # buffers fill, which on a loaded machine was 4 to 5 samples of 14.
 cmp_ok($client_write, '>=', 2, 'steady: its backend waits for the client (ClientWrite) at times');
 ok(alive($steady_pid), 'steady: a client that keeps reading, slowly, keeps its session');
 is(q1("SELECT pid FROM fencing.locks WHERE resource = 'tcp:steady' AND granted"), $steady_pid,
-	'steady: and its lock, after 3.5x the lease');
+	'steady: and its lock, after 3.5x the lease or more');
 # The server sees the silence once the kernel's socket buffers are full and
 # the backend blocks (ClientWrite): the lease counts from there.
 ok(defined $stopped_gone, 'stopped: a client stopped for good loses its session');
 ok(defined $stopped_gone && defined $stopped_blocked_at && $stopped_gone - $stopped_blocked_at <= 2.0,
 	'stopped: within lease + 1 s of its backend blocking on it ('
 	  . (defined $stopped_gone && defined $stopped_blocked_at ? $stopped_gone - $stopped_blocked_at : 'never') . ' s)');
-ok(defined $stopped_gone && $stopped_gone - $stopped_at <= 3.5,
-	'stopped: within lease + 1 s of its stop, plus what the socket buffers absorbed ('
-	  . (defined $stopped_gone ? $stopped_gone - $stopped_at : 'never') . ' s)');
+ok(defined $stopped_gone && defined $stopped_blocked_at && $stopped_blocked_at - $stopped_at <= 15,
+	'stopped: its backend blocked on it once the socket buffers were full ('
+	  . (defined $stopped_blocked_at ? $stopped_blocked_at - $stopped_at : 'never') . ' s after its stop)');
 is(q1("SELECT count(*) FROM fencing.locks WHERE resource = 'tcp:stopped'"), '0', 'stopped: and its lock');
 ok(defined $listener_gone && $listener_gone - $listener_at <= 2.5,
 	'listener: notified while stopped, it loses its session within lease + 1 s of its stop (plus polling) ('
