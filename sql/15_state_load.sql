@@ -70,3 +70,18 @@ SELECT fencing.current('t15:y') = :y1 AS other_untouched, fencing.current('t15:x
        (SELECT count(*) FROM fencing.fence_state WHERE resource IN ('t15:x', 't15:y')) AS rows_of_x_y;
 
 DELETE FROM fencing.fence_state WHERE resource LIKE 't15:%';
+
+-- A first grant's row reaches every index of fencing.fence_state that
+-- takes insertions (one built or rebuilt concurrently too), not only the
+-- primary key. (An index of the token, granted_at or lease_ms columns
+-- would not follow the grants, which overwrite those in place.)
+CREATE INDEX fence_state_by_resource ON fencing.fence_state (resource);
+SELECT fencing.acquire('t15:ix') > 0 AS granted, fencing.release('t15:ix') AS released;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM fencing.fence_state WHERE resource = 't15:ix';
+SELECT count(*) AS through_own_index FROM fencing.fence_state WHERE resource = 't15:ix';
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+DROP INDEX fencing.fence_state_by_resource;
+DELETE FROM fencing.fence_state WHERE resource = 't15:ix';

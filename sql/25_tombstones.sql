@@ -1095,3 +1095,33 @@ ALTER TABLE tb_np ADD PRIMARY KEY (id);
 DELETE FROM fencing.tombstones WHERE tbl = 'tb_np'::regclass;
 ALTER TABLE tb_np ADD PRIMARY KEY (id);
 DROP TABLE tb_np;
+
+---------------------------------------------------------------------------
+-- A tombstone reaches every index of fencing.tombstones that takes
+-- insertions, not only the primary key: one built or rebuilt concurrently
+-- (REINDEX CONCURRENTLY swaps its copy in for the primary key) would
+-- otherwise miss it, and a rebuilt primary key lose it. An index of one's
+-- own shows it (key 1 deleted again, key 2 for the first time).
+---------------------------------------------------------------------------
+CREATE INDEX tombstones_by_token ON fencing.tombstones (token);
+CREATE TABLE tb_ix (id int PRIMARY KEY, fence_token fencing.token);
+SELECT fencing.protect('tb_ix');
+INSERT INTO tb_ix VALUES (1, 10), (2, 10);
+BEGIN;
+SET LOCAL fencing.token = '77777';
+DELETE FROM tb_ix WHERE id = 1;
+COMMIT;
+INSERT INTO tb_ix VALUES (1, 77778);
+BEGIN;
+SET LOCAL fencing.token = '77779';
+DELETE FROM tb_ix;
+COMMIT;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM fencing.tombstones WHERE token = 77779;
+SELECT count(*) AS through_own_index FROM fencing.tombstones WHERE token = 77779;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+SELECT count(*) AS tombstones FROM fencing.tombstones WHERE tbl = 'tb_ix'::regclass;
+DROP INDEX fencing.tombstones_by_token;
+DROP TABLE tb_ix;

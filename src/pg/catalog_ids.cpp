@@ -137,6 +137,8 @@ const FenceOids& fence_oids() {
 
 std::uint64_t fence_oids_generation() { return fence_generation; }
 
+Oid state_index() { return fence_oids().index; }
+
 void check_fence_state_layout(Relation rel) {
     const TupleDesc d = RelationGetDescr(rel);
     const bool ok = d->natts == kNatts && att_type(d, kAttKey) == INT8OID && att_type(d, kAttToken) == INT8OID &&

@@ -74,6 +74,13 @@ const FenceOids& fence_oids();
 // differs.
 std::uint64_t fence_oids_generation();
 
+// fencing.fence_state_pkey, to be read only once fencing.fence_state is
+// locked: taking that lock processes the invalidations of a REINDEX
+// CONCURRENTLY that swapped the index, whose old OID goes away once the
+// transactions that locked the table before the swap have ended. (The same
+// holds for fencing.tombstones and its index.)
+Oid state_index();
+
 // ---------------------------------------------------------------------------
 // Layouts. Each check errors (XX001, "fencing.<table> has an unexpected
 // layout") when the table's columns are not the ones below.

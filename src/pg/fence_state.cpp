@@ -14,7 +14,7 @@ namespace fencing::pg {
 std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::int32_t lease_ms,
                          std::int64_t* previous) {
     const FenceOids& o = fence_oids();
-    Oid state_oid = o.state, index_oid = o.index, seq_oid = o.seq;
+    const Oid state_oid = o.state, seq_oid = o.seq;
     check_sync_standby_required();
 
     // The records written here need no flush at commit: the token's covering
@@ -29,6 +29,7 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
 
     Relation rel = table_open(state_oid, RowExclusiveLock);
     check_fence_state_layout(rel);
+    const Oid index_oid = state_index();
     // The lock was taken under the key of the secret this backend knew; a
     // new secret committed meanwhile (which had to wait for no lock to be
     // held, and holds the fence state until it commits) makes it the wrong
@@ -59,10 +60,9 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
 }
 
 StateRow read_state(std::uint64_t key, const char* resource, int len) {
-    const FenceOids& o = fence_oids();
-    Relation rel = table_open(o.state, AccessShareLock);
+    Relation rel = table_open(fence_oids().state, AccessShareLock);
     check_fence_state_layout(rel);
-    StateRow row = lookup_row(rel, o.index, key, resource, len);
+    StateRow row = lookup_row(rel, state_index(), key, resource, len);
     table_close(rel, AccessShareLock);
     return row;
 }

@@ -39,10 +39,9 @@ struct Candidate {
 };
 
 Relation open_state(Oid* index) {
-    const FenceOids& o = fence_oids();
-    *index = o.index;
-    Relation rel = table_open(o.state, RowExclusiveLock);
+    Relation rel = table_open(fence_oids().state, RowExclusiveLock);
     check_fence_state_layout(rel);
+    *index = state_index();
     return rel;
 }
 

@@ -1,6 +1,7 @@
 // The resource key secret: loading and caching it, and replacing it (the
 // trigger of fencing.key_secret). See key_secret.hpp and docs/design.md.
 #include "pg/key_secret.hpp"
+#include "pg/index_entries.hpp"
 
 #include "core/resource_key.hpp"
 #include "pg/bridge.hpp"
@@ -119,7 +120,6 @@ bool find_other_row(Relation rel, Oid index, std::int64_t key, Datum resource, I
 // before the restore's secret arrived): the one with the newer token stays.
 void rekey_fence_state(const core::KeySecret& secret) {
     const Oid state = required_fencing_relation(FencingRel::fence_state);
-    const Oid index = required_fencing_relation(FencingRel::fence_state_pkey);
     // ExclusiveLock until the transaction ends: no grant can be recorded
     // (acquisitions write under RowExclusiveLock, as forget does) before the
     // new secret is committed, and then every acquisition that waited here
@@ -127,6 +127,7 @@ void rekey_fence_state(const core::KeySecret& secret) {
     Relation rel = table_open(state, ExclusiveLock);
     TupleDesc d = RelationGetDescr(rel);
     check_fence_state_layout(rel);
+    const Oid index = required_fencing_relation(FencingRel::fence_state_pkey);  // only now: state_index()
     if (fencing_locks_exist())
         ereport(ERROR, (errcode(ERRCODE_OBJECT_IN_USE),
                         errmsg("cannot replace the fencing resource key secret while fencing locks are held"),
@@ -165,6 +166,7 @@ void rekey_fence_state(const core::KeySecret& secret) {
         Datum ivalues[2] = {values[kAttKey - 1], resource};
         bool inulls[2] = {false, false};
         compat::index_insert_unique(irel, ivalues, inulls, &moved->t_self, rel, info);
+        (void)insert_other_index_entries(rel, index, moved, false);
         heap_freetuple(moved);
     }
     systable_endscan(scan);

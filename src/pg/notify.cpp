@@ -28,6 +28,7 @@
 // transaction's included. What is not sent is counted in fencing.stats
 // (notifications_dropped) and the transaction gets a WARNING.
 #include "pg/notify.hpp"
+#include "pg/index_entries.hpp"
 
 #include "pg/lock_options.hpp"
 
@@ -361,6 +362,7 @@ FENCING_FUNCTION(fencing_set_notify) {
             bool isnull = all;
             HeapTuple row = heap_form_tuple(desc, &v, &isnull);
             simple_heap_insert(rel, row);
+            (void)insert_other_index_entries(rel, InvalidOid, row, false);
             heap_freetuple(row);
             changed = true;
         } else if (!enable) {

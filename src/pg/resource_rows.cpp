@@ -1,4 +1,5 @@
 #include "pg/resource_rows.hpp"
+#include "pg/index_entries.hpp"
 
 #include "pg/bridge.hpp"
 #include "pg/catalog_ids.hpp"
@@ -295,6 +296,7 @@ void insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource
     bool inulls[2] = {false, false};
     compat::index_insert_unique(irel, ivalues, inulls, &tup->t_self, rel, info);
     index_close(irel, RowExclusiveLock);
+    (void)insert_other_index_entries(rel, index, tup, false);
     // Only a row the index reaches (an error before this leaves an orphan).
     set_hint(rel, key, tup->t_self);
     heap_freetuple(tup);

@@ -23,6 +23,7 @@
 // old row still live: the INSERT failed with a unique violation (or became
 // the UPSERT's UPDATE, judged against that row).
 #include "pg/tombstones.hpp"
+#include "pg/index_entries.hpp"
 #include "pg/tombstone_summary.hpp"
 
 #include "pg/bridge.hpp"
@@ -108,7 +109,6 @@ Handle* handle() {
         xact_callback_registered = true;
     }
     const Oid tombstones_rel = required_fencing_relation(FencingRel::tombstones);
-    const Oid tombstones_index = required_fencing_relation(FencingRel::tombstones_pkey);
     MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
     ResourceOwner saved = CurrentResourceOwner;
     CurrentResourceOwner = TopTransactionResourceOwner;
@@ -117,7 +117,8 @@ Handle* handle() {
     {
         h->heap = table_open(tombstones_rel, RowExclusiveLock);
         check_tombstones_layout(h->heap);
-        h->index = index_open(tombstones_index, RowExclusiveLock);
+        // Only now (see state_index() in catalog_ids.hpp).
+        h->index = index_open(required_fencing_relation(FencingRel::tombstones_pkey), RowExclusiveLock);
         h->index_info = BuildIndexInfo(h->index);
         InitDirtySnapshot(h->dirty);
         h->slot = table_slot_create(h->heap, nullptr);
@@ -298,6 +299,7 @@ ItemPointerData insert_row(Handle* h, Oid relid, std::uint64_t hash, std::int64_
     else
         *duplicate =
             !compat::index_insert_unless_duplicate(h->index, ivalues, inulls, &tup->t_self, h->heap, h->index_info);
+    if (!insert_other_index_entries(h->heap, RelationGetRelid(h->index), tup, duplicate != nullptr)) *duplicate = true;
     const ItemPointerData tid = tup->t_self;
     heap_freetuple(tup);
     return tid;
