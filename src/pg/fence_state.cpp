@@ -42,8 +42,8 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
         if (previous != nullptr) *previous = r == Recorded::missing ? 0 : stored;
         if (r == Recorded::updated) break;
         if (r == Recorded::missing) {
-            insert_row(rel, index_oid, key, resource, len, issued.token, now, lease_ms);
-            break;
+            if (insert_row(rel, index_oid, key, resource, len, issued.token, now, lease_ms)) break;
+            continue;  // a row of the resource was being loaded: record the grant there
         }
         // The resource already holds a newer token than the counter's: move
         // the counter past it (the token just drawn is never handed out).

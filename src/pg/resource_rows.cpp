@@ -51,6 +51,21 @@ std::int64_t token_field(HeapTuple tup) {
     return t;
 }
 
+// A transaction in progress that is writing a row of (KEY, RESOURCE) (a
+// restore's INSERT), or InvalidTransactionId.
+TransactionId row_writer_in_progress(Relation rel, Oid index, std::uint64_t key, const char* resource, int len) {
+    SnapshotData dirty;
+    InitDirtySnapshot(dirty);
+    ScanKeyData skey[2];
+    row_scan_keys(skey, key, resource, len);
+    SysScanDesc scan = systable_beginscan(rel, index, true, &dirty, 2, skey);
+    TransactionId writer = InvalidTransactionId;
+    while (!TransactionIdIsValid(writer) && HeapTupleIsValid(systable_getnext(scan)))
+        if (TransactionIdIsValid(dirty.xmin) && !TransactionIdIsCurrentTransactionId(dirty.xmin)) writer = dirty.xmin;
+    systable_endscan(scan);
+    return writer;
+}
+
 // Whether a row of any resource carries this key.
 bool key_in_use(Relation rel, Oid index, std::uint64_t key) {
     ScanKeyData skey;
@@ -277,8 +292,13 @@ Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char*
     return Recorded::updated;
 }
 
-void insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource, int len, std::int64_t token,
+bool insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource, int len, std::int64_t token,
                 std::int32_t granted_at, std::int32_t lease_ms) {
+    if (const TransactionId writer = row_writer_in_progress(rel, index, key, resource, len);
+        TransactionIdIsValid(writer)) {
+        XactLockTableWait(writer, nullptr, nullptr, XLTW_None);
+        return false;
+    }
     if (key_in_use(rel, index, key)) report_shared_key(resource, len);
     Datum values[kNatts];
     bool nulls[kNatts] = {false, false, false, false, false};
@@ -299,6 +319,7 @@ void insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource
     (void)insert_other_index_entries(rel, index, tup, false);
     // Only a row the index reaches (an error before this leaves an orphan).
     set_hint(rel, key, tup->t_self);
+    return true;
     heap_freetuple(tup);
 }
 

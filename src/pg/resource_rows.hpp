@@ -38,8 +38,10 @@ Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char*
 
 // First grant of a resource: inserts its row, frozen (it stays, visible to
 // everyone, even if this transaction aborts: the token was handed out either
-// way). Warns when another resource's row carries the same key.
-void insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource, int len, std::int64_t token,
+// way). Warns when another resource's row carries the same key. False,
+// having inserted nothing, after waiting for a transaction that was writing
+// a row of the resource (a restore's INSERT): look the row up again.
+bool insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource, int len, std::int64_t token,
                 std::int32_t granted_at, std::int32_t lease_ms);
 
 }  // namespace fencing::pg
