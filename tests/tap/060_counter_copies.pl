@@ -238,9 +238,15 @@ sub crash_unflushed
 	kill 'STOP', $ww or die "SIGSTOP $ww: $!";
 	my @t = eval { $code->() };
 	my $err = $@;
+	my $log_at = -s $node->logfile;
 	kill 'KILL', $ww;
 	kill 'CONT', $ww;
 	die $err if $err;
+	# The postmaster notices the kill a moment later: until it has, the
+	# server still answers as if nothing happened, and the next connection
+	# would meet the crash restart ("in recovery mode").
+	my $deadline = time + 60;
+	sleep 0.05 while time < $deadline && !$node->log_contains('terminated by signal 9', $log_at);
 	wait_ready() or die 'the server did not come back after the crash';
 	return @t;
 }
