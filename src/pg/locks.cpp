@@ -105,12 +105,34 @@ void lock_resource(const Resource& r, const LOCKTAG& tag, LOCKMODE mode, bool se
     if (!wait_for_lock(tag, mode, session, wait_ms)) report_not_acquired(r, wait_ms);
 }
 
+// The token whose lock this backend gave up last in release_one(), or 0. Only
+// the backend a token was issued to ever takes its token lock in
+// kTokenHoldMode (a nested hold takes its own token again), so once that
+// backend no longer holds it nobody ever will: a grant that follows it needs
+// no probe of that lock.
+std::int64_t released_token = 0;
+
+// Whether a transaction other than this backend's holds the guard. The guard
+// is only ever held at transaction scope, and the lock manager names the
+// holders of a transaction lock by their open transactions: one whose
+// transaction has ended (its locks are freed just after) is not counted, and
+// its writes are committed or rolled back. One look at the lock's holders,
+// cheaper than taking the lock and giving it back.
+bool guard_held_by_others(const LOCKTAG& gtag) {
+    int n = 0;
+    VirtualTransactionId* holders = GetLockConflicts(&gtag, kGuardDrainMode, &n);
+    pfree(holders);
+    return n > 0;
+}
+
 // Waits until no transaction that validate()d a token of the resource is still
 // open (see the guard tag in lock_tags.hpp): takes the resource's guard
-// exclusively and releases it at once. At most wait_ms when wait_ms >= 0;
-// false when wait_ms is 0 and a guarded transaction is open.
+// exclusively and releases it at once, when some transaction holds it. At
+// most wait_ms when wait_ms >= 0; false when wait_ms is 0 and a guarded
+// transaction is open.
 bool drain_guard(const Resource& r, std::int64_t wait_ms) {
     const LOCKTAG gtag = guard_tag(r.key);
+    if (!guard_held_by_others(gtag)) return true;
     if (wait_ms == 0) {
         if (LockAcquire(&gtag, kGuardDrainMode, false, true) == LOCKACQUIRE_NOT_AVAIL) return false;
     } else {
@@ -130,12 +152,16 @@ bool drain_guard(const Resource& r, std::int64_t wait_ms) {
 // instant would succeed and take the guard after the first drain. Every such
 // validate() holds the guard when the second drain comes (it took the guard
 // before probing the token lock, which is now gone); every later one fails.
+// When this backend released the previous grant itself (release_one() frees
+// the token lock first), the token lock was gone before this acquisition
+// began: every validate() after the first drain fails, and neither the probe
+// nor the second drain is needed.
 bool issue_guarded_token(const Resource& r, std::int32_t lease_ms, std::int64_t wait_ms, std::int64_t* token) {
     const TimestampTz asked_at = wait_ms > 0 ? GetCurrentTimestamp() : 0;
     if (!drain_guard(r, wait_ms)) return false;
     std::int64_t previous = 0;
     *token = issue_token(r.key, r.data, r.len, lease_ms, &previous);
-    if (previous == 0) return true;
+    if (previous == 0 || previous == released_token) return true;
     std::int64_t left = wait_ms;
     if (wait_ms > 0) {
         long secs = 0;
@@ -319,7 +345,10 @@ bool release_one(const Resource& r) {
     }
     const std::int64_t token = token_of_own_hold(r);
     const LOCKTAG ttag = token_tag(token);
-    if (held_by_me(ttag, kTokenHoldMode)) LockRelease(&ttag, kTokenHoldMode, true);
+    if (held_by_me(ttag, kTokenHoldMode)) {
+        LockRelease(&ttag, kTokenHoldMode, true);
+        if (!held_by_me(ttag, kTokenHoldMode)) released_token = token;
+    }
     LockRelease(&rtag, kSessionMode, true);
     if (!ledger().release_session(r.key) && !holds_resource(rtag)) ledger().forget(r.key);
     if (!holds_resource(rtag)) {

@@ -22,6 +22,9 @@
 #                       tombstones of other keys (ROWS of them)
 #   ins_deleted         INSERT ... SELECT of deleted keys (each has a
 #                       tombstone), with a newer token
+#   acq                 a session acquire + release cycle (prepared, one
+#                       transaction each); the baseline is bare
+#                       pg_advisory_lock + pg_advisory_unlock
 # FENCING_IR_PROTECT_ARGS: more arguments of protect(), e.g.
 # ", tombstones => false" for the cost without tombstones.
 # FENCING_IR_N (single-row statements, default 300), FENCING_IR_ROWS (bulk
@@ -34,7 +37,7 @@ ref="${1:-main}"
 N="${FENCING_IR_N:-300}"
 ROWS="${FENCING_IR_ROWS:-5000}"
 PROTECT_ARGS="${FENCING_IR_PROTECT_ARGS:-}"
-WORKLOADS="${FENCING_IR_WORKLOADS:-ins1 upd1 del1 ins_bulk copy del_bulk upd_bulk ins_other ins_deleted}"
+WORKLOADS="${FENCING_IR_WORKLOADS:-ins1 upd1 del1 ins_bulk copy del_bulk upd_bulk ins_other ins_deleted acq}"
 ensure_packages "${BASE_PACKAGES[@]}" valgrind
 ensure_user
 work="$(make_workdir)"
@@ -102,7 +105,15 @@ sql_upd_bulk() { table "$1" $((3 * ROWS)); echo "UPDATE t SET fence_token = fenc
 deleted() { echo "BEGIN;" "SELECT fencing.use(1000);" "DELETE FROM t WHERE id <= $ROWS;" "COMMIT;" "CHECKPOINT;"; }
 sql_ins_other() { table "$1" "$ROWS"; deleted; echo "INSERT INTO t SELECT $ROWS + g, 2000, 0 FROM generate_series(1, $2) g;"; }
 sql_ins_deleted() { table "$1" $((3 * ROWS)); echo "BEGIN;" "SELECT fencing.use(1000);" "DELETE FROM t WHERE id <= $((3 * ROWS));" "COMMIT;" "CHECKPOINT;"; echo "INSERT INTO t SELECT g, 2000, 0 FROM generate_series(1, $2) g;"; }
-count_of() { case "$1" in ins1|upd1|del1) echo "$N" ;; *) echo "$ROWS" ;; esac; }
+sql_acq() {
+  if [ "$1" = noop ]; then
+    echo "PREPARE a AS SELECT pg_advisory_lock(1);" "PREPARE r AS SELECT pg_advisory_unlock(1);"
+  else
+    echo "PREPARE a AS SELECT fencing.acquire('r1');" "PREPARE r AS SELECT fencing.release('r1');"
+  fi
+  seq "$2" | sed 's/.*/EXECUTE a;\nEXECUTE r;/'
+}
+count_of() { case "$1" in ins1|upd1|del1|acq) echo "$N" ;; *) echo "$ROWS" ;; esac; }
 
 for c in "$ROWS" $((3 * ROWS)); do seq "$c" | sed 's/.*/&,100,0/' > "$run/rows_$c.csv"; done
 chmod a+r "$run"/rows_*.csv
@@ -145,6 +156,7 @@ label() {
     upd_bulk) echo "bulk UPDATE, per row" ;;
     ins_other) echo "INSERT ... SELECT of new keys into a table with tombstones of other keys, per row" ;;
     ins_deleted) echo "INSERT ... SELECT of deleted keys with a newer token, per row" ;;
+    acq) echo "acquire + release cycle (the baseline column: bare advisory locks)" ;;
   esac
 }
 rel() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "n/a" }'; }
