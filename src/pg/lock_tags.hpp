@@ -49,9 +49,10 @@ inline constexpr LOCKMODE kTokenSharedMode = RowExclusiveLock;
 inline constexpr LOCKMODE kTokenHoldMode = ExclusiveLock;
 inline constexpr LOCKMODE kTokenProbeMode = RowExclusiveLock;
 // A successful validate() holds the resource's guard tag in ShareLock until its
-// transaction ends; every acquisition takes (and at once releases) the guard
-// in ExclusiveLock before it issues a new token, so no transaction that
-// validated an older token is still open when a newer token exists.
+// transaction ends; every acquisition that finds it held takes (and at once
+// releases) the guard in ExclusiveLock before it issues a new token, so no
+// transaction that validated an older token is still open when a newer token
+// exists.
 inline constexpr LOCKMODE kGuardHoldMode = ShareLock;
 inline constexpr LOCKMODE kGuardDrainMode = ExclusiveLock;
 
