@@ -18,6 +18,11 @@ CREATE EXTENSION IF NOT EXISTS fencing;
 RESET client_min_messages;
 \set SHOW_CONTEXT never
 \set QUIET off
+-- The tombstones kept under a table: rows of fencing.tombstones, and (1.2)
+-- the hashes of its runs (a DELETE of many rows).
+CREATE FUNCTION tombstones_of(t oid) RETURNS bigint LANGUAGE sql AS $$
+  SELECT (SELECT count(*) FROM fencing.tombstones WHERE tbl = t)
+       + (SELECT coalesce(sum(length(key_hashes) / 8), 0) FROM fencing.tombstone_runs WHERE tbl = t)::bigint $$;
 
 ---------------------------------------------------------------------------
 -- DELETE then INSERT, with default options.
@@ -566,15 +571,15 @@ SET LOCAL fencing.token = '20';
 DELETE FROM tdrop;
 COMMIT;
 SELECT 'tdrop'::regclass::oid AS tdrop_oid \gset
-SELECT count(*) FROM fencing.tombstones WHERE tbl = :tdrop_oid;
+SELECT tombstones_of(:tdrop_oid);
 BEGIN;
 DROP TABLE tdrop;
-SELECT count(*) AS in_dropping_transaction FROM fencing.tombstones WHERE tbl = :tdrop_oid;
+SELECT tombstones_of(:tdrop_oid) AS in_dropping_transaction;
 ROLLBACK;
-SELECT count(*) AS after_rollback FROM fencing.tombstones WHERE tbl = :tdrop_oid;
+SELECT tombstones_of(:tdrop_oid) AS after_rollback;
 INSERT INTO tdrop VALUES (1, 15);
 DROP TABLE tdrop;
-SELECT count(*) AS after_drop FROM fencing.tombstones WHERE tbl = :tdrop_oid;
+SELECT tombstones_of(:tdrop_oid) AS after_drop;
 -- Recorded and dropped in one transaction.
 CREATE TABLE tdrop (id int PRIMARY KEY, fence_token fencing.token);
 SELECT fencing.protect('tdrop');
@@ -1125,3 +1130,171 @@ RESET enable_bitmapscan;
 SELECT count(*) AS tombstones FROM fencing.tombstones WHERE tbl = 'tb_ix'::regclass;
 DROP INDEX fencing.tombstones_by_token;
 DROP TABLE tb_ix;
+
+---------------------------------------------------------------------------
+-- (1.2) A DELETE of many rows: the first 64 rows of a statement record a
+-- tombstone each, the rest are recorded together when the statement ends
+-- (fencing.tombstone_runs), with the same guarantee: a deleted key comes
+-- back only with a newer token. Rolled back with a savepoint, in a function
+-- whose exception blocks roll back, through a writable CTE, a cascade, a
+-- prepared transaction; forgotten, moved by ATTACH, removed by DROP, and
+-- counted by the primary key changes they refuse.
+---------------------------------------------------------------------------
+CREATE TABLE trun (id int PRIMARY KEY, fence_token fencing.token, v int);
+SELECT fencing.protect('trun');
+INSERT INTO trun SELECT g, 10, 0 FROM generate_series(1, 1000) g;
+BEGIN;
+SELECT fencing.use(100);
+DELETE FROM trun WHERE id <= 600;
+SELECT count(*) AS by_key FROM fencing.tombstones WHERE tbl = 'trun'::regclass;
+SELECT count(*) > 0 AS in_runs, sum(length(key_hashes) / 8) AS hashes, min(token), max(token)
+  FROM fencing.tombstone_runs WHERE tbl = 'trun'::regclass;
+COMMIT;
+-- Stale and equal tokens are rejected for keys recorded either way; a newer
+-- one is accepted; a key never deleted takes any token.
+INSERT INTO trun VALUES (10, 99, 1);
+INSERT INTO trun VALUES (500, 99, 1);
+INSERT INTO trun VALUES (600, 100, 1);
+INSERT INTO trun VALUES (2000, 1, 1);
+INSERT INTO trun VALUES (500, 101, 1);
+SELECT id, fence_token FROM trun WHERE id IN (500, 2000) ORDER BY id;
+-- skip mode leaves the stale rows out: every key of the DELETE is judged.
+SELECT fencing.protect('trun', on_stale => 'skip');
+BEGIN;
+INSERT INTO trun SELECT g, 100, 1 FROM generate_series(1, 600) g;
+INSERT INTO trun SELECT g, 101, 1 FROM generate_series(1, 499) g;
+ROLLBACK;
+INSERT INTO trun VALUES (501, 50, 1), (502, 150, 1);
+SELECT id, fence_token FROM trun WHERE id IN (501, 502) ORDER BY id;
+SELECT fencing.protect('trun');
+-- An UPDATE that moves a row onto a deleted key is judged against it.
+UPDATE trun SET id = 400, fence_token = 99 WHERE id = 700;
+UPDATE trun SET id = 400, fence_token = 120 WHERE id = 700;
+-- Rolled back to a savepoint: no tombstone of the rolled back DELETE.
+BEGIN;
+SELECT fencing.use(200);
+SAVEPOINT s;
+DELETE FROM trun WHERE id > 700;
+ROLLBACK TO s;
+COMMIT;
+SELECT count(*) AS rolled_back FROM fencing.tombstone_runs WHERE tbl = 'trun'::regclass AND token = 200;
+INSERT INTO trun VALUES (800, 11, 1);
+-- A function with an exception block that rolls back in every row: the
+-- statement's tombstones taken so far stay.
+CREATE FUNCTION trun_each(i int) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  BEGIN
+    PERFORM 1 / 0;
+  EXCEPTION WHEN division_by_zero THEN
+    NULL;
+  END;
+  RETURN true;
+END $$;
+BEGIN;
+SELECT fencing.use(300);
+DELETE FROM trun WHERE id > 700 AND trun_each(id);
+COMMIT;
+INSERT INTO trun VALUES (900, 299, 1);
+INSERT INTO trun VALUES (900, 301, 1);
+-- A DELETE and an INSERT of the same keys in one statement.
+INSERT INTO trun SELECT g, 10, 0 FROM generate_series(3001, 3200) g;
+BEGIN;
+SELECT fencing.use(400);
+WITH d AS (DELETE FROM trun WHERE id > 3000 RETURNING id) INSERT INTO trun SELECT id, 400, 1 FROM d;
+ROLLBACK;
+BEGIN;
+SELECT fencing.use(400);
+WITH d AS (DELETE FROM trun WHERE id > 3000 RETURNING id) INSERT INTO trun SELECT id, 401, 1 FROM d;
+COMMIT;
+SELECT count(*), min(fence_token) FROM trun WHERE id > 3000;
+-- A DELETE and an INSERT of the same key in one transaction, two statements:
+-- the INSERT needs a newer token.
+BEGIN;
+SELECT fencing.use(500);
+DELETE FROM trun WHERE id > 3000;
+INSERT INTO trun VALUES (3150, 500, 1);
+ROLLBACK;
+-- ON DELETE CASCADE into the protected table deletes many rows at once.
+CREATE TABLE trun_parent (id int PRIMARY KEY);
+INSERT INTO trun_parent VALUES (1);
+CREATE TABLE trun_child (id int PRIMARY KEY, parent int REFERENCES trun_parent ON DELETE CASCADE,
+                         fence_token fencing.token);
+SELECT fencing.protect('trun_child');
+INSERT INTO trun_child SELECT g, 1, 10 FROM generate_series(1, 300) g;
+BEGIN;
+SELECT fencing.use(600);
+DELETE FROM trun_parent;
+COMMIT;
+INSERT INTO trun_parent VALUES (1);
+INSERT INTO trun_child VALUES (250, 1, 599);
+INSERT INTO trun_child VALUES (250, 1, 601);
+SELECT tombstones_of('trun_child'::regclass) AS cascaded;
+-- A primary key change is refused while only runs hold tombstones.
+CREATE TABLE trun_only (id int PRIMARY KEY, fence_token fencing.token);
+SELECT fencing.protect('trun_only');
+INSERT INTO trun_only SELECT g, 10 FROM generate_series(1, 200) g;
+BEGIN;
+SELECT fencing.use(700);
+DELETE FROM trun_only;
+COMMIT;
+DELETE FROM fencing.tombstones WHERE tbl = 'trun_only'::regclass;
+SELECT tombstones_of('trun_only'::regclass) AS only_runs;
+ALTER TABLE trun_only ALTER COLUMN id TYPE bigint;
+DROP TABLE trun_only;
+-- ATTACH brings the runs of a table protected alone to its new root.
+CREATE TABLE trun_pt (id int, region text, fence_token fencing.token, PRIMARY KEY (id, region))
+  PARTITION BY LIST (region);
+SELECT fencing.protect('trun_pt');
+CREATE TABLE trun_pt_eu (id int, region text, fence_token fencing.token, PRIMARY KEY (id, region));
+SELECT fencing.protect('trun_pt_eu');
+INSERT INTO trun_pt_eu SELECT g, 'eu', 10 FROM generate_series(1, 200) g;
+BEGIN;
+SELECT fencing.use(800);
+DELETE FROM trun_pt_eu;
+COMMIT;
+ALTER TABLE trun_pt ATTACH PARTITION trun_pt_eu FOR VALUES IN ('eu');
+SELECT tombstones_of('trun_pt_eu'::regclass) AS left_behind, tombstones_of('trun_pt'::regclass) AS at_root;
+INSERT INTO trun_pt VALUES (150, 'eu', 799);
+INSERT INTO trun_pt VALUES (150, 'eu', 801);
+DROP TABLE trun_pt;
+-- Only a superuser changes or removes them by hand; a row written by hand
+-- counts.
+CREATE ROLE regress_fencing25_runs;
+GRANT USAGE ON SCHEMA fencing TO regress_fencing25_runs;
+GRANT SELECT, INSERT, UPDATE, DELETE ON fencing.tombstone_runs TO regress_fencing25_runs;
+SET ROLE regress_fencing25_runs;
+DELETE FROM fencing.tombstone_runs WHERE tbl = 'trun'::regclass;
+RESET ROLE;
+REVOKE ALL ON fencing.tombstone_runs FROM regress_fencing25_runs;
+REVOKE USAGE ON SCHEMA fencing FROM regress_fencing25_runs;
+DROP ROLE regress_fencing25_runs;
+-- A prepared transaction writes them before it is prepared.
+INSERT INTO trun SELECT g, 10, 0 FROM generate_series(5001, 5300) g;
+SELECT current_setting('max_prepared_transactions')::int > 0 AS can_prepare \gset
+-- (Quietly: the output is the same whether the server can prepare or not.)
+\set ECHO none
+\set QUIET on
+BEGIN;
+SELECT fencing.use(900) \g /dev/null
+DELETE FROM trun WHERE id > 5000;
+\if :can_prepare
+PREPARE TRANSACTION 'trun_2pc';
+COMMIT PREPARED 'trun_2pc';
+\else
+COMMIT;
+\endif
+\set QUIET off
+\set ECHO all
+SELECT fencing.protect('trun', on_stale => 'skip');
+INSERT INTO trun SELECT g, 900, 1 FROM generate_series(5001, 5300) g;
+SELECT fencing.protect('trun');
+-- forget_tombstones() counts the hashes of the runs it removes.
+SELECT (SELECT count(*) FROM fencing.tombstones)
+     + (SELECT sum(length(key_hashes) / 8) FROM fencing.tombstone_runs) AS all_tombstones \gset
+SELECT :all_tombstones < 10000 AS within_one_call, tombstones_of('trun'::regclass) > 64 AS in_runs_too;
+SELECT fencing.forget_tombstones('0 s') = :all_tombstones AS forgot_all;
+SELECT fencing.forget_tombstones('0 s') AS forgot_again;
+SELECT count(*) AS runs_left FROM fencing.tombstone_runs WHERE tbl = 'trun'::regclass;
+DROP TABLE trun, trun_child, trun_parent;
+DROP FUNCTION trun_each(int);
+SELECT count(*) AS runs_of_dropped FROM fencing.tombstone_runs;

@@ -446,6 +446,29 @@ ALTER TABLE fencing.tombstones ENABLE ALWAYS TRIGGER tombstones_local;
 -- no initial privileges equal to the default), so the catalog after
 -- pg_upgrade would differ from a fresh install's.
 
+-- (1.2) Tombstone runs: the tombstones of a DELETE of many rows, written
+-- together when its statement ends, as rows of up to 960 key hashes (each
+-- row a narrow range of them, 8 bytes each in the machine's order) that
+-- share the DELETE's token (src/pg/tombstone_runs.cpp). A key's tombstone
+-- is the newest token of its row in fencing.tombstones and of the runs that
+-- hold its hash. Private, written by the module and not dumped, like
+-- fencing.tombstones; tbl and token are its first and third columns there
+-- too.
+CREATE TABLE fencing.tombstone_runs (
+    tbl        oid         NOT NULL,   -- as in fencing.tombstones
+    lo         bigint      NOT NULL,   -- the least key hash of the row
+    token      bigint      NOT NULL,   -- the token the rows were deleted with
+    deleted_at timestamptz NOT NULL,   -- when
+    hi         bigint      NOT NULL,   -- the greatest key hash of the row
+    key_hashes bytea       NOT NULL    -- the key hashes, in no order
+);
+ALTER TABLE fencing.tombstone_runs ALTER COLUMN key_hashes SET STORAGE PLAIN;
+CREATE INDEX tombstone_runs_key ON fencing.tombstone_runs (tbl, token, lo, hi);
+COMMENT ON TABLE fencing.tombstone_runs IS 'Per protected table: the keys a DELETE of many rows removed, with its token';
+CREATE TRIGGER tombstone_runs_local BEFORE INSERT OR UPDATE OR DELETE ON fencing.tombstone_runs
+    FOR EACH ROW EXECUTE FUNCTION fencing.local_state();
+ALTER TABLE fencing.tombstone_runs ENABLE ALWAYS TRIGGER tombstone_runs_local;
+
 -- Removes tombstones recorded at least `older_than` ago; returns how many
 -- (at most 10000 per call). Not for PUBLIC, like forget.
 CREATE FUNCTION fencing.forget_tombstones(older_than interval)

@@ -10,9 +10,10 @@ namespace fencing::pg {
 
 namespace {
 
-constexpr int kRels = static_cast<int>(FencingRel::retired) + 1;
-constexpr const char* kRelNames[kRels] = {"fence_state",     "fence_state_pkey", "token_seq",       "key_secret",
-                                          "notify_settings", "tombstones",       "tombstones_pkey", "retired"};
+constexpr int kRels = static_cast<int>(FencingRel::tombstone_runs_key) + 1;
+constexpr const char* kRelNames[kRels] = {"fence_state",     "fence_state_pkey",  "token_seq",       "key_secret",
+                                          "notify_settings", "tombstones",        "tombstones_pkey", "retired",
+                                          "tombstone_runs",  "tombstone_runs_key"};
 
 Oid namespace_oid = InvalidOid;
 Oid rel_oid[kRels] = {};
@@ -163,6 +164,15 @@ void check_tombstones_layout(Relation rel) {
                     att_type(d, tombstone_att::kHash) == INT8OID && att_type(d, tombstone_att::kToken) == INT8OID &&
                     att_type(d, tombstone_att::kDeletedAt) == TIMESTAMPTZOID;
     if (!ok) unexpected_layout("tombstones");
+}
+
+void check_tombstone_runs_layout(Relation rel) {
+    const TupleDesc d = RelationGetDescr(rel);
+    const bool ok = d->natts == run_att::kNatts && att_type(d, run_att::kTbl) == OIDOID &&
+                    att_type(d, run_att::kLo) == INT8OID && att_type(d, run_att::kToken) == INT8OID &&
+                    att_type(d, run_att::kDeletedAt) == TIMESTAMPTZOID && att_type(d, run_att::kHi) == INT8OID &&
+                    att_type(d, run_att::kHashes) == BYTEAOID;
+    if (!ok) unexpected_layout("tombstone_runs");
 }
 
 }  // namespace fencing::pg

@@ -28,7 +28,9 @@ enum class FencingRel {
     notify_settings,  // from 1.1 on
     tombstones,       // from 1.1 on
     tombstones_pkey,
-    retired,  // from 1.2 on
+    retired,         // from 1.2 on
+    tombstone_runs,  // from 1.2 on
+    tombstone_runs_key,
 };
 
 // Schema fencing's OID, or InvalidOid.
@@ -103,5 +105,13 @@ namespace tombstone_att {
 constexpr int kTbl = 1, kHash = 2, kToken = 3, kDeletedAt = 4, kNatts = 4;
 }
 void check_tombstones_layout(Relation rel);
+
+// Column numbers of fencing.tombstone_runs (1.2): tbl and token where
+// fencing.tombstones has them, so that fencing.local_state() reads both
+// tables alike.
+namespace run_att {
+constexpr int kTbl = 1, kLo = 2, kToken = 3, kDeletedAt = 4, kHi = 5, kHashes = 6, kNatts = 6;
+}
+void check_tombstone_runs_layout(Relation rel);
 
 }  // namespace fencing::pg

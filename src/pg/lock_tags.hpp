@@ -23,6 +23,8 @@ inline constexpr uint16 kGuardTagKind = 0x7E03;     // (db, key hi, key lo): val
 // (db, hash of table and primary key): a key of a protected table while a
 // write creates or removes it (tombstones.cpp).
 inline constexpr uint16 kTombstoneTagKind = 0x7E10;
+// (1.2) (db, table): the run lock of a protected table (tombstone_runs.hpp).
+inline constexpr uint16 kTombstoneRunTagKind = 0x7E11;
 // Tags of the options of 1.1 (pg/lock_options.hpp); 0x7E04 .. 0x7E08 = 32260 .. 32264.
 inline constexpr uint16 kDelayTagKind = 0x7E04;        // (db, end of delay in s, key lo): a lost grant in its delay
 inline constexpr uint16 kPermitsHeldTagKind = 0x7E05;  // (db, key hi, key lo): some permit of the resource is held

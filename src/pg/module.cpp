@@ -6,6 +6,7 @@
 #include "pg/settings.hpp"
 #include "pg/stats.hpp"
 #include "pg/supervisor.hpp"
+#include "pg/tombstone_runs.hpp"
 #include "pg/tombstone_summary.hpp"
 
 static_assert(fencing::core::kPureCore, "the core must be built without PostgreSQL headers");
@@ -20,6 +21,7 @@ void _PG_init(void) {
     fencing::pg::stats::init();  // before define_settings() reserves the "fencing." prefix
     fencing::pg::supervisor::init();
     fencing::pg::tombstone_summary::init();
+    fencing::pg::tombstone_runs::init();
     fencing::pg::define_settings();
     fencing::pg::register_session_callbacks();
 }

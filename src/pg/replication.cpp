@@ -41,18 +41,22 @@ FENCING_FUNCTION(fencing_local_state) {
         // would let stale writes in again, or a retired database issue
         // tokens. (The module writes tombstones without SQL.)
         const Oid relid = RelationGetRelid(td->tg_relation);
-        const bool tombstones = relid == fencing::pg::fencing_relation(fencing::pg::FencingRel::tombstones);
+        const bool runs = relid == fencing::pg::fencing_relation(fencing::pg::FencingRel::tombstone_runs);
+        const bool tombstones = runs || relid == fencing::pg::fencing_relation(fencing::pg::FencingRel::tombstones);
         const bool retired = relid == fencing::pg::fencing_relation(fencing::pg::FencingRel::retired);
         if ((tombstones || retired) && !TRIGGER_FIRED_BY_INSERT(td->tg_event) && !superuser())
-            ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                            errmsg("only a superuser may change or remove rows of fencing.%s",
-                                   tombstones ? "tombstones" : "retired"),
-                            errdetail("%s", tombstones ? "A tombstone removed by hand would let a stale INSERT of "
-                                                         "its key in; fencing.forget_tombstones() removes old ones."
-                                                       : "Taking the row out would let the retired database "
-                                                         "issue fencing tokens again.")));
+            ereport(ERROR,
+                    (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                     errmsg("only a superuser may change or remove rows of fencing.%s", runs         ? "tombstone_runs"
+                                                                                        : tombstones ? "tombstones"
+                                                                                                     : "retired"),
+                     errdetail("%s", tombstones ? "A tombstone removed by hand would let a stale INSERT of "
+                                                  "its key in; fencing.forget_tombstones() removes old ones."
+                                                : "Taking the row out would let the retired database "
+                                                  "issue fencing tokens again.")));
         // A tombstone written by SQL (a superuser's hand, a restore) counts
-        // as recorded for the table it names (pg/tombstone_summary.hpp).
+        // as recorded for the table it names (pg/tombstone_summary.hpp); a
+        // run names both in the same columns.
         if (!TRIGGER_FIRED_BY_DELETE(td->tg_event) && tombstones) {
             HeapTuple row = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple;
             bool isnull = true;

@@ -24,6 +24,7 @@
 // the UPSERT's UPDATE, judged against that row).
 #include "pg/tombstones.hpp"
 #include "pg/index_entries.hpp"
+#include "pg/tombstone_runs.hpp"
 #include "pg/tombstone_summary.hpp"
 
 #include "pg/bridge.hpp"
@@ -72,6 +73,10 @@ struct Handle {
     IndexInfo* index_info;
     TupleTableSlot* slot;
     SnapshotData dirty;
+    // fencing.tombstone_runs, opened at the first lookup that reads it.
+    bool runs_opened;
+    bool has_runs;
+    tombstone_runs::Reader runs;
 };
 Handle* current = nullptr;
 bool xact_callback_registered = false;
@@ -81,6 +86,7 @@ void close_handle() {
     current = nullptr;
     ResourceOwner saved = CurrentResourceOwner;
     CurrentResourceOwner = TopTransactionResourceOwner;
+    if (h->has_runs) tombstone_runs::close_reader(&h->runs);
     ExecDropSingleTupleTableSlot(h->slot);
     index_close(h->index, NoLock);
     table_close(h->heap, NoLock);
@@ -243,6 +249,26 @@ Found lookup(Handle* h, Oid relid, std::uint64_t hash, const ItemPointerData* sk
 
 void wait_for(TransactionId xid) { XactLockTableWait(xid, nullptr, nullptr, XLTW_None); }
 
+// fencing.tombstone_runs for H's lookups (nullptr: the database has none),
+// opened for the transaction as H itself.
+const tombstone_runs::Reader* runs_of(Handle* h) {
+    if (!h->runs_opened) {
+        MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+        ResourceOwner saved = CurrentResourceOwner;
+        CurrentResourceOwner = TopTransactionResourceOwner;
+        PG_TRY();
+        { h->has_runs = tombstone_runs::open_reader(&h->runs); }
+        PG_FINALLY();
+        {
+            CurrentResourceOwner = saved;
+            MemoryContextSwitchTo(old);
+        }
+        PG_END_TRY();
+        h->runs_opened = true;
+    }
+    return h->has_runs ? &h->runs : nullptr;
+}
+
 // The tombstone of (RELID, HASH) once no transaction in progress writes it,
 // with TAG, its key's lock, held in ExclusiveLock (let go while waiting).
 Found lookup_settled(Handle* h, Oid relid, std::uint64_t hash, const LOCKTAG& tag) {
@@ -364,7 +390,7 @@ void watch(Site* site, MemoryContext cxt) {
 }
 
 void hold(Site* site, const LOCKTAG& tag, LOCKMODE mode) {
-    if (site->nlocks == 2) release(site);  // not expected: a row takes one key lock
+    if (site->nlocks == 2) release(site);  // not expected: a row takes the run lock and one key lock
     site->tag[site->nlocks] = tag;
     site->mode[site->nlocks] = mode;
     site->lock_owner[site->nlocks] = CurrentResourceOwner;
@@ -815,6 +841,8 @@ Oid next_table_with_tombstones(Oid after) {
     ExecDropSingleTupleTableSlot(slot);
     index_close(index, AccessShareLock);
     table_close(heap, AccessShareLock);
+    const Oid run_next = tombstone_runs::next_after(after);
+    if (OidIsValid(run_next) && (!OidIsValid(next) || run_next < next)) next = run_next;
     return next;
 }
 
@@ -835,6 +863,7 @@ bool has_tombstones(Oid relid) {
         ExecClearTuple(h->slot);
         index_endscan(scan);
         if (found) return true;
+        if (!TransactionIdIsValid(writer) && tombstone_runs::any(relid, &writer)) return true;
         if (!TransactionIdIsValid(writer)) return false;
         // One being written (or removed) by a transaction in progress:
         // whether it stays is known once that transaction ends.
@@ -879,22 +908,37 @@ std::uint64_t hash_key(const Key* key, Relation rel, HeapTuple tup) {
     return h;
 }
 
-std::optional<std::int64_t> claim(Oid owner, std::uint64_t hash, Site* site, MemoryContext cxt) {
+std::optional<std::int64_t> claim(Oid owner, std::uint64_t hash, std::int64_t at_least, Site* site, MemoryContext cxt) {
     watch(site, cxt);
     Handle* h = handle();
+    // This (sub)transaction's runs not written yet: written first, so that
+    // the lookup finds them.
+    tombstone_runs::write_pending();
+    const LOCKTAG run = tombstone_runs::run_tag(owner);
     const LOCKTAG tag = key_tag(owner, hash);
     for (;;) {
+        // The run lock, then the key's: a DELETE recording runs of the
+        // table is waited for, and one recording the key by itself.
+        (void)LockAcquire(&run, ShareLock, false, false);
         (void)LockAcquire(&tag, ShareLock, false, false);
         const Found f = lookup(h, owner, hash);
-        if (!TransactionIdIsValid(f.writer)) {
+        TransactionId writer = f.writer;
+        bool in_run = false;
+        std::int64_t run_token = 0;
+        if (!TransactionIdIsValid(writer))
+            writer = tombstone_runs::probe(runs_of(h), owner, hash, at_least, &in_run, &run_token);
+        if (!TransactionIdIsValid(writer)) {
+            hold(site, run, ShareLock);
             hold(site, tag, ShareLock);
+            if (in_run && (!f.found || run_token > f.token)) return run_token;
             if (f.found) return f.token;
             return std::nullopt;
         }
         // A tombstone being written: wait for its transaction without the
-        // lock (it may need it), then read again.
+        // locks (it may need them), then read again.
         LockRelease(&tag, ShareLock, false);
-        wait_for(f.writer);
+        LockRelease(&run, ShareLock, false);
+        wait_for(writer);
     }
 }
 
@@ -914,6 +958,7 @@ std::int64_t survey(Oid owner, std::int64_t limit, std::int64_t* greatest) {
     }
     ExecClearTuple(h->slot);
     index_endscan(scan);
+    if (n <= limit) n += tombstone_runs::survey(owner, limit - n, greatest);
     return n;
 }
 
@@ -942,8 +987,9 @@ void record(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token) {
 std::int64_t move_table(Oid from, Oid to) {
     if (from == to) return 0;
     Handle* h = handle();
+    const std::int64_t in_runs = tombstone_runs::move(from, to);
     std::uint64_t any = 0;
-    if (hashes_of(h, from, &any, 1) == 0) return 0;
+    if (hashes_of(h, from, &any, 1) == 0) return in_runs;
     constexpr int kBatch = 10000;
     std::uint64_t* hashes = static_cast<std::uint64_t*>(palloc(sizeof(std::uint64_t) * kBatch));
     std::int64_t moved = 0;
@@ -971,7 +1017,7 @@ std::int64_t move_table(Oid from, Oid to) {
         CHECK_FOR_INTERRUPTS();
     }
     pfree(hashes);
-    return moved;
+    return moved + in_runs;
 }
 
 std::int64_t join_owner(Oid relid, Oid check_fn) {
@@ -993,6 +1039,7 @@ std::int64_t join_owner(Oid relid, Oid check_fn) {
 
 std::int64_t remove_table(Oid relid) {
     Handle* h = handle();
+    const std::int64_t in_runs = tombstone_runs::remove(relid);
     constexpr int kBatch = 10000;
     std::uint64_t* hashes = static_cast<std::uint64_t*>(palloc(sizeof(std::uint64_t) * kBatch));
     std::int64_t removed = 0;
@@ -1015,7 +1062,7 @@ std::int64_t remove_table(Oid relid) {
         CHECK_FOR_INTERRUPTS();
     }
     pfree(hashes);
-    return removed;
+    return removed + in_runs;
 }
 
 void release(Site* site) {
@@ -1071,7 +1118,7 @@ std::int64_t forget_older_than(TimestampTz cutoff) {
         LockRelease(&tag, ExclusiveLock, false);
     }
     pfree(cand);
-    return forgotten;
+    return forgotten + tombstone_runs::forget(cutoff, kMaxForgetPerCall - forgotten);
 }
 
 }  // namespace fencing::pg::tombstones

@@ -102,10 +102,12 @@ Oid owner_of(Oid relid, Oid check_fn);
 Oid other_owner_of(Oid relid, Oid check_fn);
 
 // For a row about to (re)create key HASH under OWNER (owner_of() the
-// table): takes the key's lock (kept in SITE until release()) and returns
-// the token of the key's tombstone, if any, once no transaction in progress
-// is writing that tombstone.
-std::optional<std::int64_t> claim(Oid owner, std::uint64_t hash, Site* site, MemoryContext cxt);
+// table) with a token of AT_LEAST (the least a tombstone that may reject it
+// can have): takes the table's run lock and the key's lock (kept in SITE
+// until release()) and returns the token of the key's tombstone, if any (of
+// its runs, only one of at least AT_LEAST counts), once no transaction in
+// progress is writing that tombstone.
+std::optional<std::int64_t> claim(Oid owner, std::uint64_t hash, std::int64_t at_least, Site* site, MemoryContext cxt);
 
 // Records that the row of REL (named in errors) with key HASH was deleted
 // with TOKEN, under OWNER (owner_of() REL), keeping a newer tombstone's

@@ -10,10 +10,13 @@
 #include "pg/events.hpp"
 #include "pg/rejections.hpp"
 #include "pg/settings.hpp"
+#include "pg/tombstone_runs.hpp"
 #include "pg/tombstone_summary.hpp"
 #include "pg/tombstones.hpp"
 
 #include "core/decision.hpp"
+
+#include <limits>
 
 extern "C" {
 #include <cerrno>
@@ -26,6 +29,7 @@ extern "C" {
 
 using namespace fencing;
 namespace tombstones = fencing::pg::tombstones;
+namespace tombstone_runs = fencing::pg::tombstone_runs;
 namespace rejections = fencing::pg::rejections;
 using fencing::pg::rejections::report_stale;
 
@@ -71,6 +75,9 @@ struct CallSite {
     // invalidation keeps current (a DETACH, an ATTACH, an INHERIT); the
     // call site itself lives as long as the statement's executor state.
     bool use_tombstones;
+    // Fenced DELETEs of this call site that recorded their tombstones: after
+    // tombstone_runs::kRowsBeforeRuns of them, the rest go into runs.
+    int deletes_recorded;
     tombstones::Key key;
     Oid tombstone_owner;
     tombstones::Site site;
@@ -139,6 +146,7 @@ void build_call_site(CallSite* cs, TriggerData* td) {
     mode.fence_deletes = b;
     if (!parse_bool_arg(trig->tgargs[4], &b)) bad_arguments(trig, rel, "tombstones must be true or false.");
     cs->use_tombstones = b;
+    cs->deletes_recorded = 0;
     cs->key.built = false;
     // (1.2) The table's floor (fencing.raise_floor): 1 to 19 decimal digits,
     // at most 9223372036854775807; exactly what fencing.protected reads.
@@ -237,6 +245,14 @@ Oid role_denied_token(CallSite* cs, Relation rel, AclMode needed) {
     const Oid outer = GetOuterUserId();
     if (outer != current && !may_assign_token(&cs->acl_outer, outer, rel, cs->attnum, needed)) return outer;
     return InvalidOid;
+}
+
+// The least token a tombstone that may reject the write has: the write's
+// own (the row's, else fencing.token's); without one, any (the write is
+// rejected all the same).
+std::int64_t least_rejected(const core::WriteInput& in) {
+    const std::optional<std::int64_t> t = in.row_token ? in.row_token : in.setting;
+    return t.value_or(std::numeric_limits<std::int64_t>::min());
 }
 
 Datum enforce(FunctionCallInfo fcinfo) {
@@ -369,7 +385,8 @@ Datum enforce(FunctionCallInfo fcinfo) {
                                                                              in.row_token ? in.row_token : in.setting))
                     break;
                 new_key = tombstones::hash_key(&cs->key, rel, td->tg_trigtuple);
-                in.deleted = tombstones::claim(cs->tombstone_owner, new_key, &cs->site, fcinfo->flinfo->fn_mcxt);
+                in.deleted = tombstones::claim(cs->tombstone_owner, new_key, least_rejected(in), &cs->site,
+                                               fcinfo->flinfo->fn_mcxt);
                 break;
             case core::WriteEvent::update:
                 if (tombstones::same_key_bytes(&cs->key, rel, td->tg_trigtuple, td->tg_newtuple)) break;
@@ -377,7 +394,8 @@ Datum enforce(FunctionCallInfo fcinfo) {
                 new_key = tombstones::hash_key(&cs->key, rel, td->tg_newtuple);
                 if (old_key != new_key) {
                     removes_key = true;
-                    in.deleted = tombstones::claim(cs->tombstone_owner, new_key, &cs->site, fcinfo->flinfo->fn_mcxt);
+                    in.deleted = tombstones::claim(cs->tombstone_owner, new_key, least_rejected(in), &cs->site,
+                                                   fcinfo->flinfo->fn_mcxt);
                 }
                 break;
             case core::WriteEvent::del:
@@ -416,7 +434,14 @@ Datum enforce(FunctionCallInfo fcinfo) {
             rejections::tombstone_token(rel, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname));
         if (OidIsValid(denied))
             rejections::referential_tombstone_token(rel, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), denied);
-        tombstones::record(rel, cs->tombstone_owner, old_key, *d.incoming);
+        // A DELETE of many rows records the rest of them together, when its
+        // statement ends (not a replicated one: the apply runs no executor).
+        if (ev == core::WriteEvent::del && !in.replicated && cs->deletes_recorded >= tombstone_runs::kRowsBeforeRuns &&
+            tombstone_runs::available())
+            tombstone_runs::defer(rel, cs->tombstone_owner, old_key, *d.incoming);
+        else
+            tombstones::record(rel, cs->tombstone_owner, old_key, *d.incoming);
+        if (ev == core::WriteEvent::del) ++cs->deletes_recorded;
     }
     if (d.fill_row && d.incoming) {
         // The token comes from fencing.token and is written into the token

@@ -87,6 +87,14 @@ for my $node ($pub, $sub)
 	tok($node, $node eq $pub ? 'only-on-publisher' : 'only-on-subscriber');
 	$node->safe_psql('postgres', $node eq $pub ? q{SELECT fencing.set_notify('pub-note')} : q{SELECT fencing.set_notify('sub-note')});
 }
+# (1.2) The publisher's runs too: a DELETE of many rows records most of its
+# tombstones in fencing.tombstone_runs.
+my $bulk = tok($pub, 'bulk');
+$pub->safe_psql('postgres', "INSERT INTO accounts SELECT g, 0, $bulk FROM generate_series(1000, 1099) g");
+$pub->safe_psql('postgres',
+	"BEGIN; SELECT fencing.use(fencing.acquire_xact('bulk')); DELETE FROM accounts WHERE id >= 1000; COMMIT");
+my $runs = 'SELECT count(*) FROM fencing.tombstone_runs';
+ok($pub->safe_psql('postgres', $runs) > 0, 'FOR ALL TABLES: the publisher has runs');
 # The subscriber's copy of the publisher's rows starts from scratch.
 $sub->safe_psql('postgres', 'TRUNCATE accounts');
 
@@ -103,12 +111,13 @@ my $connstr = $pub->connstr . ' dbname=postgres';
 $sub->safe_psql('postgres', "CREATE SUBSCRIPTION sub_all CONNECTION '$connstr' PUBLICATION pub_all");
 $sub->wait_for_subscription_sync($pub, 'sub_all');
 is($sub->safe_psql('postgres', q{SELECT count(*) FILTER (WHERE srsubstate NOT IN ('r', 's')), count(*)
-  FROM pg_subscription_rel}), '0|6', 'FOR ALL TABLES: every table of the publication is synchronised');
+  FROM pg_subscription_rel}), '0|7', 'FOR ALL TABLES: every table of the publication is synchronised');
 is($sub->safe_psql('postgres', 'SELECT id, balance FROM accounts ORDER BY id'), "1|100\n2|200",
 	'FOR ALL TABLES: the protected table is copied');
 is($sub->safe_psql('postgres', $state), $sub_before,
 	'FOR ALL TABLES: the initial copy leaves the subscriber\'s fence state, secret and settings as they were');
 is($sub->safe_psql('postgres', $tombs), $sub_tombs, 'FOR ALL TABLES: the initial copy brings no tombstone');
+is($sub->safe_psql('postgres', $runs), '0', 'FOR ALL TABLES: the initial copy brings no run');
 
 # Replicated later: new fence state rows, a tombstone, a setting.
 $pub->safe_psql('postgres', q{
@@ -125,6 +134,13 @@ is($sub->safe_psql('postgres', $state), $sub_before,
 # One tombstone more: the subscriber's own, of the replicated DELETE (c).
 is($sub->safe_psql('postgres', $tombs), $sub_tombs + 1,
 	'FOR ALL TABLES: no tombstone of the publisher arrives (one of the subscriber\'s own, for the replicated DELETE)');
+$pub->safe_psql('postgres', "INSERT INTO accounts SELECT g, 0, $bulk FROM generate_series(2000, 2099) g");
+$pub->safe_psql('postgres',
+	"BEGIN; SELECT fencing.use(fencing.acquire_xact('bulk')); DELETE FROM accounts WHERE id >= 2000; COMMIT");
+$pub->wait_for_catchup('sub_all');
+is($sub->safe_psql('postgres', $runs), '0',
+	'FOR ALL TABLES: no run of the publisher arrives (the replicated DELETEs record a tombstone each)');
+is($sub->safe_psql('postgres', $tombs), $sub_tombs + 101, 'FOR ALL TABLES: the subscriber records its own');
 ok(!$sub->log_contains('duplicate key value violates unique constraint "key_secret_one_row"'),
 	'FOR ALL TABLES: the copy of fencing.key_secret never failed');
 $sub->safe_psql('postgres', 'DROP SUBSCRIPTION sub_all');
