@@ -70,8 +70,8 @@ void close_reader(Reader* reader);
 TransactionId probe(const Reader* reader, Oid owner, std::uint64_t hash, std::int64_t at_least, bool* found,
                     std::int64_t* token);
 
-// How many hashes OWNER's runs hold, committed or in progress, counted up to
-// LIMIT + 1 (by whole rows), raising *GREATEST to their greatest token.
+// How many rows OWNER's runs have, committed or in progress, counted up to
+// LIMIT + 1, raising *GREATEST to their greatest token.
 std::int64_t survey(Oid owner, std::int64_t limit, std::int64_t* greatest);
 
 // Whether OWNER has a run: a committed one (true), none (false), or the xid

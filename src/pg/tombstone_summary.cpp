@@ -40,8 +40,10 @@ struct Slot {
 static_assert(std::is_trivially_destructible_v<Slot>);
 
 constexpr int kSlots = 8192;
-// A table with more tombstones than this at the first look is not tracked:
-// its INSERTs look their keys up until the server restarts.
+// A table with more rows of tombstones than this at the first look (what
+// the look reads: a row of fencing.tombstones, or of fencing.tombstone_runs,
+// each) is not tracked: its INSERTs look their keys up until the server
+// restarts.
 constexpr std::int64_t kSurveyLimit = 100000;
 Slot* slots = nullptr;
 shmem_startup_hook_type previous_startup_hook = nullptr;

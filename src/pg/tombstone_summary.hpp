@@ -16,9 +16,10 @@ namespace fencing::pg::tombstone_summary {
 // From _PG_init, while shared_preload_libraries is processed.
 void init();
 
-// How many tombstones the table has, committed or in progress, counted up to
-// `limit` + 1, and the greatest of their tokens (tombstones::survey): asked
-// once per table after the server starts, at the first look.
+// How many rows of tombstones the table has (a run's row counting one),
+// committed or in progress, counted up to `limit` + 1, and the greatest of
+// their tokens (tombstones::survey): asked once per table after the server
+// starts, at the first look.
 using Survey = std::int64_t (*)(Oid owner, std::int64_t limit, std::int64_t* greatest);
 
 // Before a tombstone of the table `owner` keeps them for is written with

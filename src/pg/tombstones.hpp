@@ -144,7 +144,8 @@ std::int64_t forget_older_than(TimestampTz cutoff);
 // the others go with their owner, at the end of the (sub)transaction).
 void release(Site* site);
 
-// (1.2) How many tombstones the table whose tombstones OWNER keeps has,
+// (1.2) How many rows of tombstones the table whose tombstones OWNER keeps
+// has (a row of fencing.tombstones or of fencing.tombstone_runs each),
 // committed or in progress, counted up to LIMIT + 1, and the greatest of
 // their tokens in *GREATEST (for tombstone_summary).
 std::int64_t survey(Oid owner, std::int64_t limit, std::int64_t* greatest);

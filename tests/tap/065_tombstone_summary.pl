@@ -16,8 +16,9 @@
 # their tokens: an INSERT with a token not above it looks its key up (a
 # stale one is rejected), one with a newer token does not (its transaction
 # is refused at commit if another records a tombstone with a token as
-# great meanwhile); a table with more than 100,000 tombstones then looks
-# every key up.
+# great meanwhile); a table with more than 100,000 rows of tombstones then
+# looks every key up, while (1.2) one whose 100,001 tombstones one DELETE
+# recorded, most of them in a few rows of runs, is still tracked.
 use strict;
 use warnings;
 
@@ -86,8 +87,26 @@ $node->safe_psql('app', q{
   CREATE TABLE big (id int PRIMARY KEY, fence_token fencing.token);
   SELECT fencing.protect('big');
   INSERT INTO big SELECT g, 10 FROM generate_series(1, 100002) g;
-  BEGIN; SET LOCAL fencing.token = '20'; DELETE FROM big WHERE id <= 100001; COMMIT;
+  CREATE TABLE bigrun (id int PRIMARY KEY, fence_token fencing.token);
+  SELECT fencing.protect('bigrun');
+  INSERT INTO bigrun SELECT g, 10 FROM generate_series(1, 100002) g;
+  BEGIN; SET LOCAL fencing.token = '20'; DELETE FROM bigrun WHERE id <= 100001; COMMIT;
 });
+# A row of fencing.tombstones per key: DELETEs of 64 rows each (a statement
+# records its first 64 tombstones a row each).
+$node->safe_psql('app', q{
+  BEGIN; SET LOCAL fencing.token = '20';
+  DO $$ BEGIN
+    FOR i IN 0..1562 LOOP
+      DELETE FROM big WHERE id > i * 64 AND id <= least((i + 1) * 64, 100001);
+    END LOOP;
+  END $$;
+  COMMIT;
+});
+is($node->safe_psql('app', q{SELECT count(*) FROM fencing.tombstones WHERE tbl = 'big'::regclass}),
+	'100001', 'big: a row of tombstones per deleted key');
+ok($node->safe_psql('app', q{SELECT count(*) FROM fencing.tombstone_runs WHERE tbl = 'bigrun'::regclass}) < 1000,
+	'bigrun: most of its tombstones in a few rows of runs');
 $node->restart;
 ($rc, $out, $err) = $node->psql('app', "INSERT INTO r VALUES (9, 20)");
 like($err, qr/stale fence token/, 'after a restart, an INSERT with the greatest tombstone token is judged (23T01)');
@@ -115,7 +134,9 @@ is(refused_by_concurrent_delete('r', 30, 40, 1), 1,
 is(refused_by_concurrent_delete('r', 50, 45, 2), 0, 'a DELETE with an older token than the INSERT\'s does not refuse it');
 is($node->safe_psql('app', 'SELECT fence_token FROM r WHERE id = 1000000'), '50', 'that row landed');
 is(refused_by_concurrent_delete('big', 30, 40, 100002), 0,
-	'a table with more than 100,000 tombstones looks every key up after a restart (no refusal at commit)');
+	'a table with more than 100,000 rows of tombstones looks every key up after a restart (no refusal at commit)');
+is(refused_by_concurrent_delete('bigrun', 30, 40, 100002), 1,
+	'one with 100,001 tombstones in fewer rows (runs) is tracked: its INSERT skipped the lookup, refused at commit');
 
 $node->stop;
 done_testing();
