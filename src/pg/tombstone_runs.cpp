@@ -86,9 +86,10 @@ Rels open_rels(LOCKMODE mode) {
     return r;
 }
 
-void close_rels(const Rels& r, LOCKMODE mode) {
-    index_close(r.index, mode);
-    table_close(r.heap, mode);
+// The locks stay until the transaction ends, as for any table it writes.
+void close_rels(const Rels& r) {
+    index_close(r.index, NoLock);
+    table_close(r.heap, NoLock);
 }
 
 bytea* hashes_datum(const std::int64_t* h, int n) {
@@ -169,7 +170,7 @@ void write_from(SubTransactionId sub) {
         write_segment(r, segs[i]);
         CHECK_FOR_INTERRUPTS();
     }
-    close_rels(r, RowExclusiveLock);
+    close_rels(r);
     truncate_to(first);
 }
 
@@ -394,7 +395,7 @@ std::int64_t survey(Oid owner, std::int64_t limit, std::int64_t* greatest) {
     ExecClearTuple(slot);
     index_endscan(scan);
     ExecDropSingleTupleTableSlot(slot);
-    close_rels(r, AccessShareLock);
+    close_rels(r);
     return n;
 }
 
@@ -418,7 +419,7 @@ bool any(Oid owner, TransactionId* writer) {
     ExecClearTuple(slot);
     index_endscan(scan);
     ExecDropSingleTupleTableSlot(slot);
-    close_rels(r, AccessShareLock);
+    close_rels(r);
     return found;
 }
 
@@ -440,7 +441,7 @@ Oid next_after(Oid after) {
     ExecClearTuple(slot);
     index_endscan(scan);
     ExecDropSingleTupleTableSlot(slot);
-    close_rels(r, AccessShareLock);
+    close_rels(r);
     return next;
 }
 
@@ -465,7 +466,7 @@ std::int64_t move(Oid from, Oid to) {
         moved += hashes_in(r, tup);
         heap_freetuple(tup);
     }
-    close_rels(r, RowExclusiveLock);
+    close_rels(r);
     return moved;
 }
 
@@ -479,7 +480,7 @@ std::int64_t remove(Oid relid) {
         simple_heap_delete(r.heap, &rows[i]->t_self);
         removed += hashes_in(r, rows[i]);
     }
-    close_rels(r, RowExclusiveLock);
+    close_rels(r);
     return removed;
 }
 
@@ -523,7 +524,7 @@ std::int64_t forget(TimestampTz cutoff, std::int64_t budget) {
     UnregisterSnapshot(snap);
     pfree(tids);
     pfree(sizes);
-    close_rels(r, RowExclusiveLock);
+    close_rels(r);
     return forgotten;
 }
 
