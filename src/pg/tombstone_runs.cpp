@@ -220,30 +220,49 @@ TransactionId writer_of(const SnapshotData& dirty) {
     return TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
 }
 
+// A scan of the rows of the runs' index whose table column compares with TBL
+// by STRATEGY (PROC), through a dirty snapshot: rows committed or in
+// progress. Lives on the caller's stack (the scan points into it).
+struct Scan {
+    SnapshotData dirty;
+    TupleTableSlot* slot;
+    IndexScanDesc scan;
+};
+
+void begin_scan(Scan* sc, const Rels& r, StrategyNumber strategy, RegProcedure proc, Oid tbl) {
+    InitDirtySnapshot(sc->dirty);
+    sc->slot = table_slot_create(r.heap, nullptr);
+    ScanKeyData skey;
+    ScanKeyInit(&skey, 1, strategy, proc, ObjectIdGetDatum(tbl));
+    sc->scan = compat::index_scan_begin(r.heap, r.index, &sc->dirty, 1);
+    index_rescan(sc->scan, &skey, 1, nullptr, 0);
+}
+
+bool next_row(Scan* sc) { return index_getnext_slot(sc->scan, ForwardScanDirection, sc->slot); }
+
+void end_scan(Scan* sc) {
+    ExecClearTuple(sc->slot);
+    index_endscan(sc->scan);
+    ExecDropSingleTupleTableSlot(sc->slot);
+}
+
 // Copies of the rows of RELID's runs, once no transaction in progress writes
 // or removes one; *N gets how many.
 HeapTuple* rows_of(const Rels& r, Oid relid, int* n) {
-    SnapshotData dirty;
-    InitDirtySnapshot(dirty);
-    TupleTableSlot* slot = table_slot_create(r.heap, nullptr);
     for (;;) {
         int cap = 16, count = 0;
         HeapTuple* rows = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * cap));
-        ScanKeyData skey;
-        ScanKeyInit(&skey, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
-        IndexScanDesc scan = compat::index_scan_begin(r.heap, r.index, &dirty, 1);
-        index_rescan(scan, &skey, 1, nullptr, 0);
+        Scan sc;
+        begin_scan(&sc, r, BTEqualStrategyNumber, F_OIDEQ, relid);
         TransactionId writer = InvalidTransactionId;
-        while (index_getnext_slot(scan, ForwardScanDirection, slot)) {
-            writer = writer_of(dirty);
+        while (next_row(&sc)) {
+            writer = writer_of(sc.dirty);
             if (TransactionIdIsValid(writer)) break;
             if (count == cap) rows = static_cast<HeapTuple*>(repalloc(rows, sizeof(HeapTuple) * (cap *= 2)));
-            rows[count++] = ExecCopySlotHeapTuple(slot);
+            rows[count++] = ExecCopySlotHeapTuple(sc.slot);
         }
-        ExecClearTuple(slot);
-        index_endscan(scan);
+        end_scan(&sc);
         if (!TransactionIdIsValid(writer)) {
-            ExecDropSingleTupleTableSlot(slot);
             *n = count;
             return rows;
         }
@@ -277,11 +296,7 @@ LOCKTAG run_tag(Oid owner) {
 }
 
 void defer(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token) {
-    if (XactReadOnly)
-        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-                        errmsg("cannot record the deletion of a row of relation \"%s\" in a read-only transaction",
-                               RelationGetRelationName(rel)),
-                        errdetail("A fenced DELETE writes a tombstone into fencing.tombstones.")));
+    tombstones::refuse_read_only(rel);
     const SubTransactionId sub = GetCurrentSubTransactionId();
     Segment* s = nsegs > 0 ? &segs[nsegs - 1] : nullptr;
     if (s == nullptr || !core::tombstone_runs::continues(*s, owner, token, sub)) {
@@ -377,24 +392,17 @@ TransactionId probe(const Reader* reader, Oid owner, std::uint64_t hash, std::in
 std::int64_t survey(Oid owner, std::int64_t limit, std::int64_t* greatest) {
     if (!available()) return 0;
     const Rels r = open_rels(AccessShareLock);
-    SnapshotData dirty;
-    InitDirtySnapshot(dirty);
-    TupleTableSlot* slot = table_slot_create(r.heap, nullptr);
-    ScanKeyData skey;
-    ScanKeyInit(&skey, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(owner));
-    IndexScanDesc scan = compat::index_scan_begin(r.heap, r.index, &dirty, 1);
-    index_rescan(scan, &skey, 1, nullptr, 0);
+    Scan sc;
+    begin_scan(&sc, r, BTEqualStrategyNumber, F_OIDEQ, owner);
     std::int64_t n = 0;
-    while (n <= limit && index_getnext_slot(scan, ForwardScanDirection, slot)) {
+    while (n <= limit && next_row(&sc)) {
         bool isnull = false;
-        const std::int64_t t = DatumGetInt64(slot_getattr(slot, run_att::kToken, &isnull));
+        const std::int64_t t = DatumGetInt64(slot_getattr(sc.slot, run_att::kToken, &isnull));
         if (t > *greatest) *greatest = t;
         ++n;
         if ((n & 1023) == 0) CHECK_FOR_INTERRUPTS();
     }
-    ExecClearTuple(slot);
-    index_endscan(scan);
-    ExecDropSingleTupleTableSlot(slot);
+    end_scan(&sc);
     close_rels(r);
     return n;
 }
@@ -403,22 +411,10 @@ bool any(Oid owner, TransactionId* writer) {
     *writer = InvalidTransactionId;
     if (!available()) return false;
     const Rels r = open_rels(AccessShareLock);
-    SnapshotData dirty;
-    InitDirtySnapshot(dirty);
-    TupleTableSlot* slot = table_slot_create(r.heap, nullptr);
-    ScanKeyData skey;
-    ScanKeyInit(&skey, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(owner));
-    IndexScanDesc scan = compat::index_scan_begin(r.heap, r.index, &dirty, 1);
-    index_rescan(scan, &skey, 1, nullptr, 0);
-    bool found = false;
-    while (!found && index_getnext_slot(scan, ForwardScanDirection, slot)) {
-        *writer = writer_of(dirty);
-        if (TransactionIdIsValid(*writer)) break;
-        found = true;
-    }
-    ExecClearTuple(slot);
-    index_endscan(scan);
-    ExecDropSingleTupleTableSlot(slot);
+    Scan sc;
+    begin_scan(&sc, r, BTEqualStrategyNumber, F_OIDEQ, owner);
+    const bool found = next_row(&sc) && !TransactionIdIsValid(*writer = writer_of(sc.dirty));
+    end_scan(&sc);
     close_rels(r);
     return found;
 }
@@ -426,21 +422,14 @@ bool any(Oid owner, TransactionId* writer) {
 Oid next_after(Oid after) {
     if (!available()) return InvalidOid;
     const Rels r = open_rels(AccessShareLock);
-    SnapshotData dirty;
-    InitDirtySnapshot(dirty);
-    TupleTableSlot* slot = table_slot_create(r.heap, nullptr);
-    ScanKeyData skey;
-    ScanKeyInit(&skey, 1, BTGreaterStrategyNumber, F_OIDGT, ObjectIdGetDatum(after));
-    IndexScanDesc scan = compat::index_scan_begin(r.heap, r.index, &dirty, 1);
-    index_rescan(scan, &skey, 1, nullptr, 0);
+    Scan sc;
+    begin_scan(&sc, r, BTGreaterStrategyNumber, F_OIDGT, after);
     Oid next = InvalidOid;
-    if (index_getnext_slot(scan, ForwardScanDirection, slot)) {
+    if (next_row(&sc)) {
         bool isnull = false;
-        next = DatumGetObjectId(slot_getattr(slot, run_att::kTbl, &isnull));
+        next = DatumGetObjectId(slot_getattr(sc.slot, run_att::kTbl, &isnull));
     }
-    ExecClearTuple(slot);
-    index_endscan(scan);
-    ExecDropSingleTupleTableSlot(slot);
+    end_scan(&sc);
     close_rels(r);
     return next;
 }

@@ -962,12 +962,16 @@ std::int64_t survey(Oid owner, std::int64_t limit, std::int64_t* greatest) {
     return n;
 }
 
-void record(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token) {
+void refuse_read_only(Relation rel) {
     if (XactReadOnly)
         ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
                         errmsg("cannot record the deletion of a row of relation \"%s\" in a read-only transaction",
                                RelationGetRelationName(rel)),
                         errdetail("A fenced DELETE writes a tombstone into fencing.tombstones.")));
+}
+
+void record(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token) {
+    refuse_read_only(rel);
     Handle* h = handle();
     // Before the tombstone exists, and before the row is deleted: an INSERT
     // that skipped its lookup is refused at commit.

@@ -109,6 +109,10 @@ Oid other_owner_of(Oid relid, Oid check_fn);
 // progress is writing that tombstone.
 std::optional<std::int64_t> claim(Oid owner, std::uint64_t hash, std::int64_t at_least, Site* site, MemoryContext cxt);
 
+// Refuses (25006) to record a deletion of a row of REL in a read-only
+// transaction.
+void refuse_read_only(Relation rel);
+
 // Records that the row of REL (named in errors) with key HASH was deleted
 // with TOKEN, under OWNER (owner_of() REL), keeping a newer tombstone's
 // token.
