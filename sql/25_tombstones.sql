@@ -1298,3 +1298,40 @@ SELECT count(*) AS runs_left FROM fencing.tombstone_runs WHERE tbl = 'trun'::reg
 DROP TABLE trun, trun_child, trun_parent;
 DROP FUNCTION trun_each(int);
 SELECT count(*) AS runs_of_dropped FROM fencing.tombstone_runs;
+
+---------------------------------------------------------------------------
+-- A tombstone's key hash is stable (tombstones outlive releases through
+-- pg_upgrade): for a one-column key, the column's extended hash function
+-- with the seed 0x66656e63696e6721, combined into 0 by hash_combine64 (which
+-- adds 0x49a0f4dd15e5a8e3).
+---------------------------------------------------------------------------
+CREATE FUNCTION combined(h bigint) RETURNS bigint LANGUAGE sql AS $$
+  SELECT CASE WHEN s >= 9223372036854775808 THEN (s - 18446744073709551616)::bigint ELSE s::bigint END
+    FROM (SELECT (h::numeric + 5305509591434766563 + 18446744073709551616) % 18446744073709551616 AS s) x $$;
+CREATE TABLE th4 (id int PRIMARY KEY, fence_token fencing.token);
+CREATE TABLE th8 (id bigint PRIMARY KEY, fence_token fencing.token);
+CREATE TABLE tht (id text PRIMARY KEY, fence_token fencing.token);
+SELECT fencing.protect('th4'), fencing.protect('th8'), fencing.protect('tht');
+INSERT INTO th4 VALUES (5, 1), (-7, 1);
+INSERT INTO th8 VALUES (5, 1), (-7, 1), (9000000000, 1), (-9000000000, 1);
+INSERT INTO tht VALUES ('abc', 1);
+BEGIN;
+SELECT fencing.use(2);
+DELETE FROM th4;
+DELETE FROM th8;
+DELETE FROM tht;
+COMMIT;
+SELECT t.id, s.key_hash = combined(hashint4extended(t.id, 7378424937766086433)) AS stable
+  FROM (VALUES (5), (-7)) t(id)
+  JOIN fencing.tombstones s ON s.tbl = 'th4'::regclass
+   AND s.key_hash = combined(hashint4extended(t.id, 7378424937766086433))
+ ORDER BY t.id;
+SELECT t.id, true AS stable
+  FROM (VALUES (5::bigint), (-7), (9000000000), (-9000000000)) t(id)
+  JOIN fencing.tombstones s ON s.tbl = 'th8'::regclass
+   AND s.key_hash = combined(hashint8extended(t.id, 7378424937766086433))
+ ORDER BY t.id;
+SELECT count(*) AS stable_text FROM fencing.tombstones
+ WHERE tbl = 'tht'::regclass AND key_hash = combined(hashtextextended('abc', 7378424937766086433));
+DROP TABLE th4, th8, tht;
+DROP FUNCTION combined(bigint);

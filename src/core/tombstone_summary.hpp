@@ -54,6 +54,15 @@ constexpr bool insert_may_skip(std::uint64_t generation, std::int64_t greatest,
     return tracked(generation) && token.has_value() && *token > greatest;
 }
 
+// (1.2) Whether a lookup of a key written with `token` (the least token of
+// a run that could reject it) must read the table's runs: unless the table
+// is tracked, so that `runs_greatest` bounds the tokens of all its runs
+// (those seen at the first look and every one recorded since), and none is
+// as great as `token`.
+constexpr bool runs_may_reject(std::uint64_t generation, std::int64_t runs_greatest, std::int64_t token) noexcept {
+    return !tracked(generation) || runs_greatest >= token;
+}
+
 // At commit of a transaction that skipped lookups after seeing generation
 // `seen`, with `own` tombstones of the table recorded by itself since:
 // whether another transaction recorded one meanwhile.

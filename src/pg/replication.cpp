@@ -66,7 +66,7 @@ FENCING_FUNCTION(fencing_local_state) {
             if (!isnull)
                 fencing::pg::tombstone_summary::recorded(
                     DatumGetObjectId(tbl), token_null ? std::numeric_limits<std::int64_t>::max() : DatumGetInt64(token),
-                    nullptr);
+                    nullptr, runs);
         }
         return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple);
     });

@@ -303,7 +303,7 @@ void defer(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token) {
         // Before the first row of the segment is deleted: an INSERT that
         // skipped its lookup is refused at commit, and one that looks its key
         // up waits for this transaction.
-        tombstone_summary::recorded(owner, token, tombstones::survey);
+        tombstone_summary::recorded(owner, token, tombstones::survey, true);
         const LOCKTAG tag = run_tag(owner);
         (void)LockAcquire(&tag, RowExclusiveLock, false, false);
         reserve_segment();
@@ -445,7 +445,7 @@ std::int64_t move(Oid from, Oid to) {
         bool isnull = false;
         // Recorded for TO before it arrives there.
         tombstone_summary::recorded(to, DatumGetInt64(heap_getattr(rows[i], run_att::kToken, d, &isnull)),
-                                    tombstones::survey);
+                                    tombstones::survey, true);
         simple_heap_delete(r.heap, &rows[i]->t_self);
         int col = run_att::kTbl;
         Datum value = ObjectIdGetDatum(to);

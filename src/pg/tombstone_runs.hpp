@@ -71,7 +71,8 @@ TransactionId probe(const Reader* reader, Oid owner, std::uint64_t hash, std::in
                     std::int64_t* token);
 
 // How many rows OWNER's runs have, committed or in progress, counted up to
-// LIMIT + 1, raising *GREATEST to their greatest token.
+// LIMIT + 1, raising *GREATEST to their greatest token (left as it is when
+// there are none).
 std::int64_t survey(Oid owner, std::int64_t limit, std::int64_t* greatest);
 
 // Whether OWNER has a run: a committed one (true), none (false), or the xid

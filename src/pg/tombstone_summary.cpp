@@ -36,6 +36,9 @@ struct Slot {
     // a backend that reads the generation and then this sees every token
     // the generation counts.
     pg_atomic_uint64 greatest;
+    // (1.2) The same for the tombstones recorded in runs, raised before
+    // greatest.
+    pg_atomic_uint64 runs_greatest;
 };
 static_assert(std::is_trivially_destructible_v<Slot>);
 
@@ -79,6 +82,7 @@ void startup() {
             pg_atomic_init_u64(&slots[i].key, 0);
             pg_atomic_init_u64(&slots[i].generation, core::kUnknown);
             pg_atomic_init_u64(&slots[i].greatest, bits_of(kLowest));
+            pg_atomic_init_u64(&slots[i].runs_greatest, bits_of(kLowest));
         }
     LWLockRelease(AddinShmemInitLock);
 }
@@ -223,30 +227,41 @@ namespace {
 // from what they say. Every tombstone written after the look began is
 // recorded first, and so moves the generation; every one written before is
 // seen.
-void first_look(Slot* s, Oid owner, Survey survey) {
-    std::int64_t greatest = kLowest;
-    const std::int64_t count = survey(owner, kSurveyLimit, &greatest);
-    std::uint64_t current = pg_atomic_read_u64(&s->greatest);
-    while (count > 0 && token_of(current) < greatest &&
-           !pg_atomic_compare_exchange_u64(&s->greatest, &current, bits_of(greatest))) {
+void raise(pg_atomic_uint64* to, std::int64_t token) {
+    std::uint64_t current = pg_atomic_read_u64(to);
+    while (token_of(current) < token && !pg_atomic_compare_exchange_u64(to, &current, bits_of(token))) {
     }
+}
+
+void first_look(Slot* s, Oid owner, Survey survey) {
+    std::int64_t greatest = kLowest, runs_greatest = kLowest;
+    const std::int64_t count = survey(owner, kSurveyLimit, &greatest, &runs_greatest);
+    raise(&s->runs_greatest, runs_greatest);
+    if (count > 0) raise(&s->greatest, greatest);
     std::uint64_t expected = core::kUnknown;
     (void)pg_atomic_compare_exchange_u64(&s->generation, &expected, core::after_first_look(count, kSurveyLimit));
 }
 
 }  // namespace
 
-void recorded(Oid owner, std::int64_t token, Survey survey) {
+void recorded(Oid owner, std::int64_t token, Survey survey, bool run) {
     Slot* s = slot_of(owner);
     if (s == nullptr) return;
     if (survey != nullptr && pg_atomic_read_u64(&s->generation) == core::kUnknown) first_look(s, owner, survey);
-    // The greatest token first, then the generation (see Slot).
-    std::uint64_t current = pg_atomic_read_u64(&s->greatest);
-    while (token_of(current) < token && !pg_atomic_compare_exchange_u64(&s->greatest, &current, bits_of(token))) {
-    }
+    // The greatest tokens first, then the generation (see Slot).
+    if (run) raise(&s->runs_greatest, token);
+    raise(&s->greatest, token);
     (void)pg_atomic_fetch_add_u64(&s->generation, core::kStep);
     for (int i = 0; i < nskipping; ++i)
         if (skipping[i].slot == s) ++skipping[i].own;
+}
+
+bool runs_may_reject(Oid owner, std::int64_t token) {
+    Slot* s = slot_of(owner);
+    if (s == nullptr) return true;
+    const std::uint64_t generation = pg_atomic_read_u64(&s->generation);
+    pg_read_barrier();
+    return core::runs_may_reject(generation, token_of(pg_atomic_read_u64(&s->runs_greatest)), token);
 }
 
 bool insert_may_skip(Oid owner, Survey survey, std::optional<std::int64_t> token) {

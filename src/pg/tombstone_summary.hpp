@@ -17,15 +17,22 @@ namespace fencing::pg::tombstone_summary {
 void init();
 
 // How many rows of tombstones the table has (a run's row counting one),
-// committed or in progress, counted up to `limit` + 1, and the greatest of
-// their tokens (tombstones::survey): asked once per table after the server
-// starts, at the first look.
-using Survey = std::int64_t (*)(Oid owner, std::int64_t limit, std::int64_t* greatest);
+// committed or in progress, counted up to `limit` + 1, the greatest of
+// their tokens, and the greatest of its runs' tokens (tombstones::survey):
+// asked once per table after the server starts, at the first look.
+using Survey = std::int64_t (*)(Oid owner, std::int64_t limit, std::int64_t* greatest, std::int64_t* runs_greatest);
 
 // Before a tombstone of the table `owner` keeps them for is written with
-// `token` (or a greater one, if the key's earlier tombstone has it). With
-// `survey`, a table not looked at yet is looked at first.
-void recorded(Oid owner, std::int64_t token, Survey survey);
+// `token` (or a greater one, if the key's earlier tombstone has it); `run`
+// when it goes into a run (1.2). With `survey`, a table not looked at yet is
+// looked at first.
+void recorded(Oid owner, std::int64_t token, Survey survey, bool run = false);
+
+// (1.2) Whether a lookup of a key of the table `owner` keeps tombstones for,
+// written with `token`, must read the table's runs (core::runs_may_reject):
+// asked with the table's run lock held, which a DELETE recording runs takes
+// only after it recorded them here.
+bool runs_may_reject(Oid owner, std::int64_t token);
 
 // Whether an INSERT with `token` (the one it is judged with: the row's, else
 // fencing.token) into a table whose tombstones `owner` keeps may skip the

@@ -894,16 +894,38 @@ bool same_key_bytes(const Key* key, Relation rel, HeapTuple a, HeapTuple b) {
     return true;
 }
 
+namespace {
+
+// The extended hash of V under KEY's column K: for int4 and int8 columns
+// what hashint4extended and hashint8extended return, computed here without
+// the function call (a bulk DELETE hashes every row); for other types
+// through the function.
+std::uint64_t hash_value(const Key* key, int k, Datum v) {
+    switch (key->hash[k].fn_oid) {
+        case F_HASHINT4EXTENDED:
+            return DatumGetUInt64(hash_uint32_extended(static_cast<uint32>(DatumGetInt32(v)), kSeed));
+        case F_HASHINT8EXTENDED: {
+            const std::int64_t x = DatumGetInt64(v);
+            std::uint32_t lo = static_cast<std::uint32_t>(x);
+            const std::uint32_t hi = static_cast<std::uint32_t>(static_cast<std::uint64_t>(x) >> 32);
+            lo ^= x >= 0 ? hi : ~hi;
+            return DatumGetUInt64(hash_uint32_extended(lo, kSeed));
+        }
+        default:
+            return DatumGetUInt64(
+                FunctionCall2Coll(const_cast<FmgrInfo*>(&key->hash[k]), key->coll[k], v, UInt64GetDatum(kSeed)));
+    }
+}
+
+}  // namespace
+
 std::uint64_t hash_key(const Key* key, Relation rel, HeapTuple tup) {
     TupleDesc desc = RelationGetDescr(rel);
     std::uint64_t h = 0;
     for (int k = 0; k < key->natts; ++k) {
         bool isnull = false;
         const Datum v = heap_getattr(tup, key->att[k], desc, &isnull);
-        const std::uint64_t hk = isnull ? UINT64_C(0x6e756c6c)
-                                        : DatumGetUInt64(FunctionCall2Coll(const_cast<FmgrInfo*>(&key->hash[k]),
-                                                                           key->coll[k], v, UInt64GetDatum(kSeed)));
-        h = hash_combine64(h, hk);
+        h = hash_combine64(h, isnull ? UINT64_C(0x6e756c6c) : hash_value(key, k, v));
     }
     return h;
 }
@@ -925,7 +947,9 @@ std::optional<std::int64_t> claim(Oid owner, std::uint64_t hash, std::int64_t at
         TransactionId writer = f.writer;
         bool in_run = false;
         std::int64_t run_token = 0;
-        if (!TransactionIdIsValid(writer))
+        // With the run lock held: a DELETE recording runs of the table now
+        // is waited for, and one that began since has not deleted a row.
+        if (!TransactionIdIsValid(writer) && tombstone_summary::runs_may_reject(owner, at_least))
             writer = tombstone_runs::probe(runs_of(h), owner, hash, at_least, &in_run, &run_token);
         if (!TransactionIdIsValid(writer)) {
             hold(site, run, ShareLock);
@@ -942,7 +966,7 @@ std::optional<std::int64_t> claim(Oid owner, std::uint64_t hash, std::int64_t at
     }
 }
 
-std::int64_t survey(Oid owner, std::int64_t limit, std::int64_t* greatest) {
+std::int64_t survey(Oid owner, std::int64_t limit, std::int64_t* greatest, std::int64_t* runs_greatest) {
     Handle* h = handle();
     std::int64_t n = 0;
     ScanKeyData skey;
@@ -958,7 +982,12 @@ std::int64_t survey(Oid owner, std::int64_t limit, std::int64_t* greatest) {
     }
     ExecClearTuple(h->slot);
     index_endscan(scan);
-    if (n <= limit) n += tombstone_runs::survey(owner, limit - n, greatest);
+    if (n <= limit) {
+        std::int64_t in_runs = *runs_greatest;
+        n += tombstone_runs::survey(owner, limit - n, &in_runs);
+        *runs_greatest = in_runs;
+        if (in_runs > *greatest) *greatest = in_runs;
+    }
     return n;
 }
 

@@ -152,6 +152,7 @@ void release(Site* site);
 // has (a row of fencing.tombstones or of fencing.tombstone_runs each),
 // committed or in progress, counted up to LIMIT + 1, and the greatest of
 // their tokens in *GREATEST (for tombstone_summary).
-std::int64_t survey(Oid owner, std::int64_t limit, std::int64_t* greatest);
+// *RUNS_GREATEST is raised to the greatest token of its runs.
+std::int64_t survey(Oid owner, std::int64_t limit, std::int64_t* greatest, std::int64_t* runs_greatest);
 
 }  // namespace fencing::pg::tombstones

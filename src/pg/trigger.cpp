@@ -76,8 +76,10 @@ struct CallSite {
     // call site itself lives as long as the statement's executor state.
     bool use_tombstones;
     // Fenced DELETEs of this call site that recorded their tombstones: after
-    // tombstone_runs::kRowsBeforeRuns of them, the rest go into runs.
+    // tombstone_runs::kRowsBeforeRuns of them, the rest go into runs (when
+    // the database has the runs' table: runs_available, asked then).
     int deletes_recorded;
+    bool runs_available;
     tombstones::Key key;
     Oid tombstone_owner;
     tombstones::Site site;
@@ -147,6 +149,7 @@ void build_call_site(CallSite* cs, TriggerData* td) {
     if (!parse_bool_arg(trig->tgargs[4], &b)) bad_arguments(trig, rel, "tombstones must be true or false.");
     cs->use_tombstones = b;
     cs->deletes_recorded = 0;
+    cs->runs_available = false;
     cs->key.built = false;
     // (1.2) The table's floor (fencing.raise_floor): 1 to 19 decimal digits,
     // at most 9223372036854775807; exactly what fencing.protected reads.
@@ -436,8 +439,10 @@ Datum enforce(FunctionCallInfo fcinfo) {
             rejections::referential_tombstone_token(rel, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), denied);
         // A DELETE of many rows records the rest of them together, when its
         // statement ends (not a replicated one: the apply runs no executor).
+        if (ev == core::WriteEvent::del && cs->deletes_recorded == tombstone_runs::kRowsBeforeRuns)
+            cs->runs_available = tombstone_runs::available();
         if (ev == core::WriteEvent::del && !in.replicated && cs->deletes_recorded >= tombstone_runs::kRowsBeforeRuns &&
-            tombstone_runs::available())
+            cs->runs_available)
             tombstone_runs::defer(rel, cs->tombstone_owner, old_key, *d.incoming);
         else
             tombstones::record(rel, cs->tombstone_owner, old_key, *d.incoming);

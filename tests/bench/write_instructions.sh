@@ -25,6 +25,8 @@
 #   ins_lookup          INSERT ... SELECT of new keys with a token below
 #                       the tombstones' of the table (ROWS keys deleted by
 #                       one statement): each INSERT looks its key up
+#   ins_lookup_rows     the same, the keys deleted by statements of 64 rows
+#                       (a row of fencing.tombstones each, no runs)
 #   acq                 a session acquire + release cycle (prepared, one
 #                       transaction each); the baseline is bare
 #                       pg_advisory_lock + pg_advisory_unlock
@@ -40,7 +42,7 @@ ref="${1:-main}"
 N="${FENCING_IR_N:-300}"
 ROWS="${FENCING_IR_ROWS:-5000}"
 PROTECT_ARGS="${FENCING_IR_PROTECT_ARGS:-}"
-WORKLOADS="${FENCING_IR_WORKLOADS:-ins1 upd1 del1 ins_bulk copy del_bulk upd_bulk ins_other ins_deleted ins_lookup acq}"
+WORKLOADS="${FENCING_IR_WORKLOADS:-ins1 upd1 del1 ins_bulk copy del_bulk upd_bulk ins_other ins_deleted ins_lookup ins_lookup_rows acq}"
 ensure_packages "${BASE_PACKAGES[@]}" valgrind
 ensure_user
 work="$(make_workdir)"
@@ -109,6 +111,13 @@ deleted() { echo "BEGIN;" "SELECT fencing.use(1000);" "DELETE FROM t WHERE id <=
 sql_ins_other() { table "$1" "$ROWS"; deleted; echo "INSERT INTO t SELECT $ROWS + g, 2000, 0 FROM generate_series(1, $2) g;"; }
 sql_ins_deleted() { table "$1" $((3 * ROWS)); echo "BEGIN;" "SELECT fencing.use(1000);" "DELETE FROM t WHERE id <= $((3 * ROWS));" "COMMIT;" "CHECKPOINT;"; echo "INSERT INTO t SELECT g, 2000, 0 FROM generate_series(1, $2) g;"; }
 sql_ins_lookup() { table "$1" "$ROWS"; deleted; echo "INSERT INTO t SELECT $ROWS + g, 500, 0 FROM generate_series(1, $2) g;"; }
+sql_ins_lookup_rows() {
+  table "$1" "$ROWS"
+  echo "BEGIN;" "SELECT fencing.use(1000);"
+  echo "DO \$\$ BEGIN FOR i IN 0..$(( (ROWS - 1) / 64 )) LOOP DELETE FROM t WHERE id > i * 64 AND id <= (i + 1) * 64; END LOOP; END \$\$;"
+  echo "COMMIT;" "CHECKPOINT;"
+  echo "INSERT INTO t SELECT $ROWS + g, 500, 0 FROM generate_series(1, $2) g;"
+}
 sql_acq() {
   if [ "$1" = noop ]; then
     echo "PREPARE a AS SELECT pg_advisory_lock(1);" "PREPARE r AS SELECT pg_advisory_unlock(1);"
@@ -161,6 +170,7 @@ label() {
     ins_other) echo "INSERT ... SELECT of new keys into a table with tombstones of other keys, per row" ;;
     ins_deleted) echo "INSERT ... SELECT of deleted keys with a newer token, per row" ;;
     ins_lookup) echo "INSERT ... SELECT of new keys with a token below the table's tombstones (each looks its key up), per row" ;;
+    ins_lookup_rows) echo "the same, the tombstones recorded by DELETEs of 64 rows (no runs), per row" ;;
     acq) echo "acquire + release cycle (the baseline column: bare advisory locks)" ;;
   esac
 }

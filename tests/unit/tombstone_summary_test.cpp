@@ -72,3 +72,19 @@ TEST(TombstoneSummary, TheFirstLookStartsTheGeneration) {
     EXPECT_TRUE(insert_may_skip(kTracked, 20, 21));
     EXPECT_FALSE(insert_may_skip(kTracked, 20, 20));
 }
+
+TEST(TombstoneSummary, RunsAreReadOnlyWhenOneMayReject) {
+    // A tracked table whose runs all have tokens below the write's: no read.
+    const std::uint64_t g = kNone + 2 * kStep;
+    EXPECT_FALSE(runs_may_reject(g, 100, 101));
+    // A run with the write's token, or a greater one, may reject it.
+    EXPECT_TRUE(runs_may_reject(g, 100, 100));
+    EXPECT_TRUE(runs_may_reject(g, 100, 50));
+    // A table without any run: nothing to read.
+    EXPECT_FALSE(runs_may_reject(kNone, kLowest, kLowest + 1));
+    // Not known (not looked at, or too many tombstones to look at): read.
+    EXPECT_TRUE(runs_may_reject(kUnknown, kLowest, 1000));
+    EXPECT_TRUE(runs_may_reject(kUntracked, kLowest, 1000));
+    // A write without a token asks from the lowest token: read.
+    EXPECT_TRUE(runs_may_reject(g, kLowest, kLowest));
+}
