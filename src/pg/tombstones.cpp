@@ -22,6 +22,12 @@
 // INSERT's row is in the index, where the DELETE could only have found K's
 // old row still live: the INSERT failed with a unique violation (or became
 // the UPSERT's UPDATE, judged against that row).
+//
+// (1.2) A DELETE statement's rows beyond its 64th record their tombstones
+// in runs (tombstone_runs.hpp) under the table's run lock instead, held in
+// RowExclusiveLock until its transaction ends: the writes that (re)create a
+// key take the run lock in ShareLock before K's lock, and keep both until
+// their row is in the index, so the same holds for those rows.
 #include "pg/tombstones.hpp"
 #include "pg/index_entries.hpp"
 #include "pg/tombstone_runs.hpp"
