@@ -80,7 +80,9 @@ TEST(TombstoneRuns, GroupingKeepsEveryHashAndOrdersTheGroups) {
         for (int g = 0; g < (1 << bits); ++g) {
             if (start[g] == start[g + 1]) continue;
             const auto [lo, hi] = std::minmax_element(out.begin() + start[g], out.begin() + start[g + 1]);
-            if (!first) EXPECT_LT(prev_max, *lo);
+            if (!first) {
+                EXPECT_LT(prev_max, *lo);
+            }
             prev_max = *hi;
             first = false;
             for (int i = start[g]; i < start[g + 1]; ++i) EXPECT_EQ(group_of(out[i], bits), g);
