@@ -125,6 +125,18 @@ inline void simple_update(Relation rel, ItemPointer otid, HeapTuple tup) {
 #endif
 }
 
+// Deletes a tuple unless another transaction is changing it (no wait):
+// whether it was deleted (19 folded heap_delete's changingPart into an
+// options word).
+inline bool delete_unless_busy(Relation rel, ItemPointer tid) {
+    TM_FailureData tmfd;
+#if PG_VERSION_NUM >= 190000
+    return heap_delete(rel, tid, GetCurrentCommandId(true), 0, InvalidSnapshot, false, &tmfd) == TM_Ok;
+#else
+    return heap_delete(rel, tid, GetCurrentCommandId(true), InvalidSnapshot, false, &tmfd, false) == TM_Ok;
+#endif
+}
+
 // The object type an ALTER TABLE statement names.
 inline ObjectType alter_table_object_type(const AlterTableStmt* stmt) { return stmt->objtype; }
 

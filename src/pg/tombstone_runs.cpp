@@ -505,10 +505,8 @@ std::int64_t forget(TimestampTz cutoff, std::int64_t budget) {
     }
     std::int64_t forgotten = 0;
     for (int i = 0; i < count; ++i) {
-        TM_FailureData tmfd;
         // Not waiting: a row another transaction is removing is left to it.
-        if (heap_delete(r.heap, &tids[i], GetCurrentCommandId(true), InvalidSnapshot, false, &tmfd, false) == TM_Ok)
-            forgotten += sizes[i];
+        if (compat::delete_unless_busy(r.heap, &tids[i])) forgotten += sizes[i];
     }
     UnregisterSnapshot(snap);
     pfree(tids);
