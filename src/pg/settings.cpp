@@ -6,14 +6,18 @@
 
 namespace fencing::pg {
 
-namespace {
-char* token_setting_text = nullptr;
-bool token_setting_present = false;
-std::int64_t token_setting_value = 0;
-bool require_sync_standby_value = false;
+namespace settings_detail {
+bool token_present = false;
+std::int64_t token_value = 0;
 // fencing.token's own GUC record (stable once defined), for its stack of
 // values: only a value set within the current transaction counts.
 compat::GucRecord token_gconf = nullptr;
+}  // namespace settings_detail
+
+namespace {
+using settings_detail::token_gconf;
+char* token_setting_text = nullptr;
+bool require_sync_standby_value = false;
 int log_ahead_value = 1 << 20;
 
 bool check_token_setting(char** newval, void** extra, GucSource source) {
@@ -30,13 +34,13 @@ bool check_token_setting(char** newval, void** extra, GucSource source) {
 
 void assign_token_setting(const char* newval, void* extra) {
     if (newval == nullptr || newval[0] == '\0') {
-        token_setting_present = false;
-        token_setting_value = 0;
+        settings_detail::token_present = false;
+        settings_detail::token_value = 0;
         return;
     }
     core::ParseResult r = core::parse_token(newval, strlen(newval));
-    token_setting_present = r.status == core::ParseStatus::ok;
-    token_setting_value = r.value;
+    settings_detail::token_present = r.status == core::ParseStatus::ok;
+    settings_detail::token_value = r.value;
 }
 }  // namespace
 
@@ -50,12 +54,7 @@ namespace {
 bool token_setting_is_local() noexcept { return compat::guc_set_for_transaction(token_gconf); }
 }  // namespace
 
-std::optional<std::int64_t> token_setting() noexcept {
-    if (!token_setting_present || !token_setting_is_local()) return std::nullopt;
-    return token_setting_value;
-}
-
-bool token_setting_ignored() noexcept { return token_setting_present && !token_setting_is_local(); }
+bool token_setting_ignored() noexcept { return settings_detail::token_present && !token_setting_is_local(); }
 
 bool require_sync_standby() noexcept { return require_sync_standby_value; }
 

@@ -12,7 +12,18 @@ namespace fencing::pg {
 // the current transaction counts (SET LOCAL, fencing.use(), a function's SET
 // clause); a session-level value (SET without LOCAL, set_config(..., false),
 // ALTER ROLE ... SET, postgresql.conf) is ignored: empty then.
-std::optional<std::int64_t> token_setting() noexcept;
+namespace settings_detail {
+// Kept by the GUC's check and assign hooks (settings.cpp).
+extern bool token_present;
+extern std::int64_t token_value;
+extern compat::GucRecord token_gconf;
+}  // namespace settings_detail
+// Inline: read for every row a protected table's trigger sees.
+inline std::optional<std::int64_t> token_setting() noexcept {
+    if (!settings_detail::token_present || !compat::guc_set_for_transaction(settings_detail::token_gconf))
+        return std::nullopt;
+    return settings_detail::token_value;
+}
 
 // A session-level fencing.token value is present and being ignored.
 bool token_setting_ignored() noexcept;

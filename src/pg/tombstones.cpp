@@ -38,6 +38,7 @@
 #include "pg/inheritance.hpp"
 #include "pg/lock_tags.hpp"
 #include "pg/rejections.hpp"
+#include "pg/row_attr.hpp"
 
 extern "C" {
 #include "access/hash.h"
@@ -930,7 +931,7 @@ std::uint64_t hash_key(const Key* key, Relation rel, HeapTuple tup) {
     std::uint64_t h = 0;
     for (int k = 0; k < key->natts; ++k) {
         bool isnull = false;
-        const Datum v = heap_getattr(tup, key->att[k], desc, &isnull);
+        const Datum v = row_attr(tup, desc, key->att[k], &isnull);
         h = hash_combine64(h, isnull ? UINT64_C(0x6e756c6c) : hash_value(key, k, v));
     }
     return h;

@@ -9,6 +9,7 @@
 #include "pg/catalog_ids.hpp"
 #include "pg/events.hpp"
 #include "pg/rejections.hpp"
+#include "pg/row_attr.hpp"
 #include "pg/settings.hpp"
 #include "pg/tombstone_runs.hpp"
 #include "pg/tombstone_summary.hpp"
@@ -195,7 +196,7 @@ void build_call_site(CallSite* cs, TriggerData* td) {
 
 std::optional<std::int64_t> token_of(HeapTuple tup, TupleDesc desc, AttrNumber attnum) {
     bool isnull = false;
-    Datum d = heap_getattr(tup, attnum, desc, &isnull);
+    const Datum d = pg::row_attr(tup, desc, attnum, &isnull);
     if (isnull) return std::nullopt;
     return DatumGetInt64(d);
 }
@@ -253,8 +254,8 @@ Oid role_denied_token(CallSite* cs, Relation rel, AclMode needed) {
 // The least token a tombstone that may reject the write has: the write's
 // own (the row's, else fencing.token's); without one, any (the write is
 // rejected all the same).
-std::int64_t least_rejected(const core::WriteInput& in) {
-    const std::optional<std::int64_t> t = in.row_token ? in.row_token : in.setting;
+std::int64_t least_rejected(const std::optional<std::int64_t>& row_token, const std::optional<std::int64_t>& setting) {
+    const std::optional<std::int64_t> t = row_token ? row_token : setting;
     return t.value_or(std::numeric_limits<std::int64_t>::min());
 }
 
@@ -308,11 +309,14 @@ Datum enforce(FunctionCallInfo fcinfo) {
     if (rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED) rejections::unlogged_table(rel, trig->tgname);
 
     TupleDesc desc = RelationGetDescr(rel);
-    core::WriteInput in;
-    in.event = ev;
-    in.setting = pg::token_setting();
+    // The decision's inputs (core::WriteInput), gathered in locals: the
+    // trigger runs for every row, and a struct built up field by field is
+    // zeroed first.
+    std::optional<std::int64_t> stored, row_token, deleted;
+    bool assigned = false;
+    const std::optional<std::int64_t> setting = pg::token_setting();
     // (1.2) A logical replication worker applying a subscription's change.
-    in.replicated = IsLogicalWorker();
+    const bool replicated = IsLogicalWorker();
     // (1.2) A replicated DELETE carries no token: only a superuser's
     // subscription is trusted with it (a logical replication worker connects
     // as its subscription's owner, the session user; the apply may run a
@@ -320,25 +324,25 @@ Datum enforce(FunctionCallInfo fcinfo) {
     // without a token itself. An error, not a skip: a skipped DELETE would
     // leave the row, and the next INSERT of its key would fail on every
     // retry anyway.
-    if (in.replicated && ev == core::WriteEvent::del && cs->mode.fence_deletes && !superuser_arg(GetSessionUserId()))
+    if (replicated && ev == core::WriteEvent::del && cs->mode.fence_deletes && !superuser_arg(GetSessionUserId()))
         rejections::untrusted_replicated_delete(rel);
     HeapTuple result = nullptr;
     HeapTuple keyrow = nullptr;
     switch (ev) {
         case core::WriteEvent::insert:
-            in.row_token = token_of(td->tg_trigtuple, desc, cs->attnum);
+            row_token = token_of(td->tg_trigtuple, desc, cs->attnum);
             result = keyrow = td->tg_trigtuple;
             break;
         case core::WriteEvent::update:
-            in.stored = token_of(td->tg_trigtuple, desc, cs->attnum);
-            in.row_token = token_of(td->tg_newtuple, desc, cs->attnum);
-            in.assigned = td->tg_updatedcols != nullptr &&
-                          bms_is_member(cs->attnum - FirstLowInvalidHeapAttributeNumber, td->tg_updatedcols);
+            stored = token_of(td->tg_trigtuple, desc, cs->attnum);
+            row_token = token_of(td->tg_newtuple, desc, cs->attnum);
+            assigned = td->tg_updatedcols != nullptr &&
+                       bms_is_member(cs->attnum - FirstLowInvalidHeapAttributeNumber, td->tg_updatedcols);
             result = td->tg_newtuple;
             keyrow = td->tg_trigtuple;
             break;
         case core::WriteEvent::del:
-            in.stored = token_of(td->tg_trigtuple, desc, cs->attnum);
+            stored = token_of(td->tg_trigtuple, desc, cs->attnum);
             result = keyrow = td->tg_trigtuple;
             break;
     }
@@ -349,7 +353,7 @@ Datum enforce(FunctionCallInfo fcinfo) {
     // into it. As with a token from fencing.token, the session's role must
     // be allowed to assign the column too, or a role with privileges on the
     // referenced table only would stamp any token into the rows.
-    if (ev == core::WriteEvent::update && in.assigned && in_referential_action()) {
+    if (ev == core::WriteEvent::update && assigned && in_referential_action()) {
         const Oid outer = GetOuterUserId();
         if (outer != GetUserId() && !may_assign_token(&cs->acl_outer, outer, rel, cs->attnum, ACL_UPDATE))
             rejections::referential_token_update(rel, NameStr(TupleDescAttr(desc, cs->attnum - 1)->attname), outer);
@@ -384,12 +388,12 @@ Datum enforce(FunctionCallInfo fcinfo) {
                 // token is as great as the INSERT's: nothing to look up (its
                 // transaction is refused at commit if one that may reject it
                 // was recorded since).
-                if (!in.replicated && pg::tombstone_summary::insert_may_skip(cs->tombstone_owner, tombstones::survey,
-                                                                             in.row_token ? in.row_token : in.setting))
+                if (!replicated && pg::tombstone_summary::insert_may_skip(cs->tombstone_owner, tombstones::survey,
+                                                                          row_token ? row_token : setting))
                     break;
                 new_key = tombstones::hash_key(&cs->key, rel, td->tg_trigtuple);
-                in.deleted = tombstones::claim(cs->tombstone_owner, new_key, least_rejected(in), &cs->site,
-                                               fcinfo->flinfo->fn_mcxt);
+                deleted = tombstones::claim(cs->tombstone_owner, new_key, least_rejected(row_token, setting), &cs->site,
+                                            fcinfo->flinfo->fn_mcxt);
                 break;
             case core::WriteEvent::update:
                 if (tombstones::same_key_bytes(&cs->key, rel, td->tg_trigtuple, td->tg_newtuple)) break;
@@ -397,8 +401,8 @@ Datum enforce(FunctionCallInfo fcinfo) {
                 new_key = tombstones::hash_key(&cs->key, rel, td->tg_newtuple);
                 if (old_key != new_key) {
                     removes_key = true;
-                    in.deleted = tombstones::claim(cs->tombstone_owner, new_key, least_rejected(in), &cs->site,
-                                                   fcinfo->flinfo->fn_mcxt);
+                    deleted = tombstones::claim(cs->tombstone_owner, new_key, least_rejected(row_token, setting),
+                                                &cs->site, fcinfo->flinfo->fn_mcxt);
                 }
                 break;
             case core::WriteEvent::del:
@@ -407,6 +411,7 @@ Datum enforce(FunctionCallInfo fcinfo) {
                 break;
         }
     }
+    const core::WriteInput in{ev, stored, row_token, assigned, setting, deleted, replicated};
     const core::Decision d = core::decide(in, cs->mode);
     if (ev == core::WriteEvent::update && d.verdict == core::Verdict::accept) {
         cs->moved_row = td->tg_trigtuple->t_self;
