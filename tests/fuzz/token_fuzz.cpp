@@ -176,7 +176,7 @@ void fuzz_resource(const std::uint8_t* data, std::size_t size) {
 
 // ---- the decision -----------------------------------------------------------
 
-// The README's row semantics, written independently of src/core/decision.cpp.
+// The README's row semantics, written independently of src/core/decision.hpp.
 Decision ref_decide(const WriteInput& in, const ProtectMode& mode) {
     Decision d;
     std::optional<std::int64_t> incoming;
