@@ -553,6 +553,60 @@ COMMIT;
 SELECT * FROM mg ORDER BY id;
 
 ---------------------------------------------------------------------------
+-- The token and key columns as the trigger reads them for every row: rows
+-- that do not store the token column (added later with a default), a
+-- NULL token, and a token after a variable-width column.
+---------------------------------------------------------------------------
+CREATE TABLE late (id int PRIMARY KEY, v int);
+INSERT INTO late SELECT g, 0 FROM generate_series(1, 4) g;
+ALTER TABLE late ADD COLUMN fence_token bigint DEFAULT 100;
+INSERT INTO late VALUES (5, 0, NULL);
+SELECT fencing.protect('late', tombstones => true);
+BEGIN;
+SELECT fencing.use(50) \gset
+UPDATE late SET v = 1 WHERE id = 1;
+ROLLBACK;
+BEGIN;
+SELECT fencing.use(50) \gset
+DELETE FROM late WHERE id = 1;
+ROLLBACK;
+BEGIN;
+SELECT fencing.use(100) \gset
+DELETE FROM late WHERE id = 1;
+ROLLBACK;
+BEGIN;
+SELECT fencing.use(101) \gset
+UPDATE late SET v = 1 WHERE id = 1;
+DELETE FROM late WHERE id = 2;
+COMMIT;
+INSERT INTO late VALUES (2, 0, 101);
+INSERT INTO late VALUES (2, 0, 102);
+BEGIN;
+SELECT fencing.use(40) \gset
+DELETE FROM late WHERE id = 3;
+ROLLBACK;
+BEGIN;
+SELECT fencing.use(40) \gset
+DELETE FROM late WHERE id = 5;
+COMMIT;
+SELECT id, v, fence_token FROM late ORDER BY id;
+CREATE TABLE wide (name text, id int PRIMARY KEY, fence_token bigint);
+INSERT INTO wide SELECT repeat('x', g), g, 10 FROM generate_series(1, 3) g;
+SELECT fencing.protect('wide');
+BEGIN;
+SELECT fencing.use(10) \gset
+DELETE FROM wide WHERE id = 1;
+ROLLBACK;
+BEGIN;
+SELECT fencing.use(11) \gset
+DELETE FROM wide WHERE id = 1;
+COMMIT;
+INSERT INTO wide VALUES ('y', 1, 11);
+INSERT INTO wide VALUES ('y', 1, 12);
+SELECT name, id, fence_token FROM wide ORDER BY id;
+DROP TABLE late, wide;
+
+---------------------------------------------------------------------------
 -- Clean up.
 ---------------------------------------------------------------------------
 DROP TABLE edge_other.al_renamed, ht, hp, hs, hsb, bp, mv, mg;
