@@ -280,6 +280,16 @@ inline bool guc_set_for_transaction(GucRecord rec) noexcept {
     return st->state == GUC_LOCAL || st->state == GUC_SET_LOCAL || st->state == GUC_SAVE;
 }
 
+// A column's cached offset, length and by-value flag as the tuple routines
+// read them (attcacheoff, attlen, attbyval; what fetchatt() takes): in the
+// descriptor's pg_attribute entry before 18, in its CompactAttribute from
+// 18 on (where pg_attribute has no attcacheoff).
+#if PG_VERSION_NUM >= 180000
+inline const CompactAttribute* attr_layout(TupleDesc desc, int i) noexcept { return TupleDescCompactAttr(desc, i); }
+#else
+inline const FormData_pg_attribute* attr_layout(TupleDesc desc, int i) noexcept { return TupleDescAttr(desc, i); }
+#endif
+
 // The cache id a syscache invalidation callback receives: an int before 19,
 // a SysCacheIdentifier from 19 on.
 #if PG_VERSION_NUM >= 190000

@@ -11,7 +11,7 @@ namespace fencing::pg {
 // itself is not inlined into C++ callers, and reading back the flag it
 // stored stalls the CPU on every row.
 inline Datum row_attr(HeapTuple tup, TupleDesc desc, AttrNumber attnum, bool* isnull) {
-    const Form_pg_attribute att = TupleDescAttr(desc, attnum - 1);
+    const auto* att = compat::attr_layout(desc, attnum - 1);
     if (attnum > 0 && HeapTupleNoNulls(tup) && att->attcacheoff >= 0 &&
         attnum <= HeapTupleHeaderGetNatts(tup->t_data)) {
         *isnull = false;
