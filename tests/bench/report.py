@@ -461,7 +461,8 @@ if params("G"):
       f"`COMMIT`); bulk statements: one statement of {fmt(med('G', 'info', '', 'insert_rows'))} rows (`INSERT ... SELECT`, "
       f"`COPY`) or {fmt(med('G', 'info', '', 'rows'))} rows (the DELETE) on a table created afresh "
       "for each statement (the DELETE's loaded before its trigger). "
-      "Backend CPU per write (µs, single-row) or per statement (s, bulk); ratios are paired medians over the rounds. "
+      "Backend CPU per write (µs, single-row) or per statement (s, bulk); ratios are paired medians over the rounds "
+      "(the DELETE's over its pairs, several in each round). "
       "The UPDATE lines come from suite B, acquire+release from suite A.\n")
     w("| write | no-op C trigger: backend CPU | fencing: backend CPU | CPU fencing / no-op | wall time fencing / no-op |\n"
       "|---|---:|---:|---:|---:|")
