@@ -15,6 +15,20 @@
 //       bench passes the WAL writer and redis-server). Throughput on a shared
 //       machine moves with the load; CPU per operation much less.
 //
+//   fencebench pair WORKLOAD [--conninfo S] [--clients N] [--seconds S]
+//                   [--warmup S] [--offset N] [--slice N]
+//       A single-row WORKLOAD (pair_insert, pair_delete) on two tables at once,
+//       interleaved: each client runs --slice (32) statements on the table
+//       with the no-op C trigger (<table>_noop), then as many on the
+//       protected one (<table>), the first of the two alternating, and reads
+//       its backend's on-CPU time between slices (after a pause in which the
+//       backend goes idle, so that the kernel's count is up to date). Both
+//       variants thus run at the same moments of the machine: their ratio
+//       does not move with its load as that of separate runs does. Prints a
+//       line per variant (variant=noop, variant=fencing): ops, ops_per_s
+//       (clients / mean latency: the rate of that variant alone), p50_us,
+//       p99_us, mean_us and backend_cpu_us.
+//
 //   fencebench exec [--conninfo S] SQL...
 //       Runs each SQL statement in order on one connection and prints
 //       "ms=<elapsed> cpu_ms=<backend on-CPU time>" per statement (used to
@@ -40,6 +54,8 @@
 //                 WHERE id = $1   (the pgbench -M prepared script of suite B)
 //   single_insert INSERT INTO single_ins (fence_token, v) VALUES (1000000, 0)
 //                 (id from the table's sequence; suite G)
+//   pair_insert   single_insert on single_ins_noop and single_ins (pair only)
+//   pair_delete   single_delete on single_del_noop and single_del (pair only)
 //   single_delete BEGIN; SELECT fencing.use(2000000); DELETE FROM single_del
 //                 WHERE id = $1; COMMIT   (ids --offset + client + clients * k,
 //                 each once: the table must hold them; suite G)
@@ -79,6 +95,7 @@ struct Options {
     double warmup = 0.5;
     long resources = 10000;
     long offset = 0;  // single_delete: the first id
+    int slice = 32;   // pair: statements per variant between CPU readings
     unsigned long seed = 42;
     std::string sync = "";  // "", "on" or "off"
     int redis_port = 0;
@@ -629,6 +646,115 @@ int cmd_run(const Options& o) {
     return ops > 0 ? 0 : 1;
 }
 
+// ----------------------------------------------------------------- pair ----
+// A client of `pair`: one connection, the statement of either variant.
+class PairClient {
+public:
+    PairClient(const Options& o, int tid) : o_(o), tid_(tid), pg_(o.conninfo) {
+        if (o.variant == "pair_insert") {
+            pg_.prepare("op0", "INSERT INTO single_ins_noop (fence_token, v) VALUES (1000000, 0)", 0);
+            pg_.prepare("op1", "INSERT INTO single_ins (fence_token, v) VALUES (1000000, 0)", 0);
+        } else if (o.variant == "pair_delete") {
+            pg_.prepare("use", "SELECT fencing.use(2000000)", 0);
+            pg_.prepare("op0", "DELETE FROM single_del_noop WHERE id = $1", 1);
+            pg_.prepare("op1", "DELETE FROM single_del WHERE id = $1", 1);
+        } else {
+            die("unknown pair workload " + o.variant);
+        }
+    }
+    int backend_pid() const { return pg_.backend_pid(); }
+    // One statement of variant V (0: no-op trigger, 1: fencing).
+    void op(int v) {
+        const char* name = v == 0 ? "op0" : "op1";
+        long affected = 0;
+        if (o_.variant == "pair_insert") {
+            pg_.run(name, {}, &affected);
+        } else {
+            std::string id = std::to_string(o_.offset + tid_ + static_cast<long>(o_.clients) * n_[v]++);
+            pg_.exec("BEGIN");
+            pg_.run("use", {});
+            pg_.run(name, {id.c_str()}, &affected);
+            pg_.exec("COMMIT");
+        }
+        if (affected != 1) die(std::string(name) + " wrote " + std::to_string(affected) + " rows");
+    }
+
+private:
+    const Options& o_;
+    int tid_;
+    Pg pg_;
+    long n_[2] = {0, 0};
+};
+
+struct PairResult {
+    std::vector<double> lat_us[2];
+    long long cpu_ns[2] = {0, 0};
+};
+
+int cmd_pair(const Options& o) {
+    Shared shared;
+    std::vector<PairResult> results(o.clients);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < o.clients; ++t) {
+        threads.emplace_back([&, t] {
+            PairClient c(o, t);
+            const int pid = c.backend_pid();
+            PairResult& res = results[t];
+            shared.ready.fetch_add(1);
+            while (!shared.go.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+            // The backend's count, once it has gone idle after its last reply.
+            auto idle_cpu = [pid] {
+                std::this_thread::sleep_for(std::chrono::microseconds(300));
+                return cpu_ns(pid);
+            };
+            long long before = idle_cpu();
+            for (long pair = 0;; ++pair) {
+                const int ph = shared.phase.load(std::memory_order_relaxed);
+                if (ph == static_cast<int>(Phase::stop)) break;
+                for (int k = 0; k < 2; ++k) {
+                    const int v = static_cast<int>((pair + k) & 1);
+                    for (int i = 0; i < o.slice; ++i) {
+                        auto t0 = Clock::now();
+                        c.op(v);
+                        if (ph == static_cast<int>(Phase::measure))
+                            res.lat_us[v].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+                    }
+                    const long long after = idle_cpu();
+                    if (before < 0 || after < before) die("the backend's CPU time is unreadable");
+                    if (ph == static_cast<int>(Phase::measure)) res.cpu_ns[v] += after - before;
+                    before = after;
+                }
+            }
+        });
+    }
+    while (shared.ready.load() < o.clients) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    shared.go.store(true);
+    std::this_thread::sleep_for(std::chrono::duration<double>(o.warmup));
+    shared.phase.store(static_cast<int>(Phase::measure));
+    std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
+    shared.phase.store(static_cast<int>(Phase::stop));
+    for (auto& th : threads) th.join();
+    const char* names[2] = {"noop", "fencing"};
+    for (int v = 0; v < 2; ++v) {
+        std::vector<double> all;
+        long long cpu = 0;
+        for (auto& r : results) {
+            all.insert(all.end(), r.lat_us[v].begin(), r.lat_us[v].end());
+            cpu += r.cpu_ns[v];
+        }
+        if (all.empty()) die("no statement measured");
+        double sum = 0;
+        for (double x : all) sum += x;
+        const double mean = sum / all.size();
+        const double p50 = percentile(all, 0.50), p99 = percentile(all, 0.99);
+        std::printf("variant=%s clients=%d ops=%zu ops_per_s=%.1f p50_us=%.1f p99_us=%.1f mean_us=%.1f "
+                    "backend_cpu_us=%.2f\n",
+                    names[v], o.clients, all.size(), o.clients * 1e6 / mean, p50, p99, mean,
+                    cpu / 1000.0 / all.size());
+    }
+    return 0;
+}
+
 int cmd_exec(const Options& o, const std::vector<std::string>& sqls) {
     Pg pg(o.conninfo);
     const int pid = pg.backend_pid();
@@ -647,7 +773,7 @@ int cmd_exec(const Options& o, const std::vector<std::string>& sqls) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 2) die("usage: fencebench run VARIANT [options] | fencebench exec [--conninfo S] SQL...");
+    if (argc < 2) die("usage: fencebench run VARIANT [options] | fencebench pair WORKLOAD [options] | fencebench exec [--conninfo S] SQL...");
     std::string cmd = argv[1];
     Options o;
     std::vector<std::string> positional;
@@ -663,6 +789,7 @@ int main(int argc, char** argv) {
         else if (a == "--warmup") o.warmup = std::atof(next().c_str());
         else if (a == "--resources") o.resources = std::atol(next().c_str());
         else if (a == "--offset") o.offset = std::atol(next().c_str());
+        else if (a == "--slice") o.slice = std::atoi(next().c_str());
         else if (a == "--seed") o.seed = std::strtoul(next().c_str(), nullptr, 10);
         else if (a == "--sync") o.sync = next();
         else if (a == "--redis-port") o.redis_port = std::atoi(next().c_str());
@@ -685,6 +812,12 @@ int main(int argc, char** argv) {
         if (!o.sync.empty() && o.sync != "on" && o.sync != "off") die("--sync is on or off");
         if (o.variant == "e2e_redis" && o.redis_port <= 0) die("e2e_redis needs --redis-port");
         return cmd_run(o);
+    }
+    if (cmd == "pair") {
+        if (positional.size() != 1) die("pair needs exactly one WORKLOAD");
+        o.variant = positional[0];
+        if (o.clients < 1 || o.seconds <= 0 || o.slice < 1) die("bad options");
+        return cmd_pair(o);
     }
     if (cmd == "exec") return cmd_exec(o, positional);
     die("unknown command " + cmd);

@@ -456,11 +456,14 @@ if params("B_single"):
 if params("G"):
     w("## G. Fenced writes against a no-op C trigger\n")
     w("Each write on a table protected with `fencing.protect()`'s defaults (tombstones on) against the same statements "
-      "on the same table with a no-op C BEFORE ROW trigger (`tests/bench/noop_trigger.c`), in the same rounds. "
-      f"Single-row statements: 2 clients, prepared, autocommit (the DELETE: `BEGIN`, `SELECT fencing.use(T)`, the DELETE, "
-      f"`COMMIT`); bulk statements: one statement of {fmt(med('G', 'info', '', 'insert_rows'))} rows (`INSERT ... SELECT`, "
-      f"`COPY`) or {fmt(med('G', 'info', '', 'rows'))} rows (the DELETE) on a table created afresh "
-      "for each statement (the DELETE's loaded before its trigger). "
+      "on a table of the same shape with a no-op C BEFORE ROW trigger (`tests/bench/noop_trigger.c`), the two variants "
+      "at the same moments. Single-row statements: 2 clients, prepared, autocommit (the DELETE: `BEGIN`, "
+      "`SELECT fencing.use(T)`, the DELETE, `COMMIT`), each client alternating 32 statements of each variant on one "
+      "connection (`fencebench pair`), its backend's CPU read between them; "
+      f"bulk statements: one statement of {fmt(med('G', 'info', '', 'insert_rows'))} rows (`INSERT ... SELECT`, "
+      f"`COPY`) or {fmt(med('G', 'info', '', 'rows'))} rows (the DELETE) on each of two tables created afresh "
+      "together (the DELETE's loaded before their triggers), the two statements right after each other on one "
+      "connection, the first rotating. "
       "Backend CPU per write (µs, single-row) or per statement (s, bulk); ratios are paired medians over the rounds "
       "(the DELETE's over its pairs, several in each round). "
       "The UPDATE lines come from suite B, acquire+release from suite A.\n")

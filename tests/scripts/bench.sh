@@ -240,12 +240,33 @@ fb() {
 # its wall time ("seconds") and its backend's on-CPU time ("cpu_seconds").
 # TIMED_PORT chooses another cluster.
 timed() {
-  local suite="$1" variant="$2" param="$3" run="$4" db="$5" sql="$6" out ms cpu
+  local suite="$1" variant="$2" param="$3" run="$4" db="$5" sql="$6" out
   out="$("$FB" exec --conninfo "$(conn "$db" "${TIMED_PORT:-}")" "$sql" | tail -1)" || { log "timed $suite/$variant failed"; return 0; }
-  ms="$(echo "$out" | sed -n 's/^ms=\([0-9.]*\).*/\1/p')"
-  cpu="$(echo "$out" | sed -n 's/.*cpu_ms=\([-0-9.]*\).*/\1/p')"
+  record_timed "$suite" "$variant" "$param" "$run" "$out"
+}
+# record_timed SUITE VARIANT PARAM RUN LINE: a "ms=... cpu_ms=..." line of fencebench exec.
+record_timed() {
+  local suite="$1" variant="$2" param="$3" run="$4" ms cpu
+  ms="$(echo "$5" | sed -n 's/^ms=\([0-9.]*\).*/\1/p')"
+  cpu="$(echo "$5" | sed -n 's/.*cpu_ms=\([-0-9.]*\).*/\1/p')"
   record "$suite" "$variant" "$param" seconds "$(awk -v x="$ms" 'BEGIN {printf "%.6f", x / 1000}')" "$run"
   case "$cpu" in -*|"") ;; *) record "$suite" "$variant" "$param" cpu_seconds "$(awk -v x="$cpu" 'BEGIN {printf "%.6f", x / 1000}')" "$run" ;; esac
+}
+
+# fb_pair SUITE PARAM RUN WORKLOAD [options...]: fencebench pair (both
+# variants interleaved in one run); records each variant's line under its name.
+fb_pair() {
+  local suite="$1" param="$2" run="$3" workload="$4"; shift 4
+  local out line kv name
+  out="$("$FB" pair "$workload" --warmup "$WARMUP" "$@")" || { log "fencebench pair $workload failed"; return 0; }
+  while read -r line; do
+    name="$(echo "$line" | sed -n 's/^variant=\([a-z]*\).*/\1/p')"
+    for kv in $line; do
+      case "${kv%%=*}" in
+        ops_per_s|p50_us|p99_us|mean_us|backend_cpu_us) record "$suite" "$name" "$param" "${kv%%=*}" "${kv#*=}" "$run" ;;
+      esac
+    done
+  done <<< "$out"
 }
 
 # order ROUND ITEMS...: the items rotated by ROUND (interleaving without a fixed order).
@@ -308,21 +329,28 @@ done
 # the same statements on the same tables, protected with protect()'s
 # defaults (tombstones on) or with the no-op C trigger, by backend CPU and
 # wall time. Single-row statements from 2 clients (prepared; a DELETE in a
-# transaction of its own after fencing.use()); bulk INSERT ... SELECT, COPY
+# transaction of its own after fencing.use()), on two tables at once
+# (fencebench pair: the variants alternate every few statements within one
+# run, so that both see the same moments of a machine whose speed moves);
+# bulk INSERT ... SELECT, COPY
 # FROM and a DELETE of G_ROWS rows with the transaction's token (G_DEL_PAIRS
-# times per round, for it is short), each on a
-# table created afresh (emptying one by SQL would leave the server's summary
-# of its tombstones at the last DELETE's token, above the INSERTs'). (Single-row and bulk UPDATEs
+# times per round, for it is short), each variant's right after the
+# other's, on tables created afresh (emptying one by SQL would leave the
+# server's summary of its tombstones at the last DELETE's token, above the
+# INSERTs'). (Single-row and bulk UPDATEs
 # against the no-op trigger: suite B.) Right after suite A, so that a run
 # cut short by its budget on a loaded machine still has it.
 log "G: fenced INSERT and DELETE vs a no-op C trigger ($G_ROUNDS rounds; $G_INS_ROWS-row bulk INSERT and COPY, $G_ROWS-row DELETE)"
 g_per_run=$(( 2 * 30000 ))   # ids a single_delete run may use (2 clients)
 q bench <<SQL
 CREATE TABLE single_ins (id bigserial PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
+CREATE TABLE single_ins_noop (id bigserial PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
 CREATE TABLE single_del (id bigint PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
-INSERT INTO single_del SELECT g, 1, 0 FROM generate_series(0, $(( 2 * G_ROUNDS * g_per_run ))) g;
+CREATE TABLE single_del_noop (id bigint PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
+INSERT INTO single_del SELECT g, 1, 0 FROM generate_series(0, $(( G_ROUNDS * g_per_run ))) g;
+INSERT INTO single_del_noop SELECT g, 1, 0 FROM generate_series(0, $(( G_ROUNDS * g_per_run ))) g;
 CREATE TABLE gbulk (id int PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL);
-VACUUM ANALYZE single_del;
+VACUUM ANALYZE single_del, single_del_noop;
 SQL
 seq 1 "$G_INS_ROWS" | sed 's/.*/&,1000000,0/' > "$work/g_rows.csv"
 chmod 644 "$work/g_rows.csv"
@@ -331,42 +359,60 @@ g_trigger() {  # g_trigger TABLE noop|fencing: the table's trigger for that vari
   if [ "$2" = fencing ]; then q bench -c "SELECT fencing.protect('$1')" >/dev/null
   else q bench -c "CREATE TRIGGER a_noop BEFORE INSERT OR UPDATE OR DELETE ON $1 FOR EACH ROW EXECUTE FUNCTION bench_noop_trigger()"; fi
 }
-# g_fresh V [ROWS]: gbulk created again (a new table, as a user's would be:
-# the server knows nothing of its tombstones) with V's trigger, empty or
-# loaded with ROWS rows before the trigger.
-g_fresh() {
-  q bench -c "DROP TABLE IF EXISTS gbulk" \
-    -c "CREATE TABLE gbulk (id int PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL)" >/dev/null
-  [ -z "${2:-}" ] || q bench -c "INSERT INTO gbulk SELECT g, 1, 0 FROM generate_series(1, $2) g"
-  g_trigger gbulk "$1"
-  q bench -c "VACUUM ANALYZE gbulk" -c "VACUUM fencing.tombstones" -c "CHECKPOINT"
+# g_pair [ROWS]: gbulk (protected) and gbulk_noop (the no-op trigger)
+# created again (new tables, as a user's would be: the server knows nothing
+# of their tombstones), empty or loaded with ROWS rows before the trigger.
+g_pair() {
+  q bench -c "DROP TABLE IF EXISTS gbulk, gbulk_noop" \
+    -c "CREATE TABLE gbulk (id int PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL)" \
+    -c "CREATE TABLE gbulk_noop (id int PRIMARY KEY, fence_token bigint NOT NULL, v bigint NOT NULL)" >/dev/null
+  [ -z "${1:-}" ] || q bench -c "INSERT INTO gbulk SELECT g, 1, 0 FROM generate_series(1, $1) g" \
+    -c "INSERT INTO gbulk_noop SELECT g, 1, 0 FROM generate_series(1, $1) g"
+  g_trigger gbulk fencing
+  g_trigger gbulk_noop noop
+  q bench -c "VACUUM ANALYZE gbulk" -c "VACUUM ANALYZE gbulk_noop" -c "VACUUM fencing.tombstones" -c "CHECKPOINT"
 }
+# timed_pair PARAM RUN ORDER SQL: SQL on gbulk_noop and on gbulk (TABLE in
+# SQL names the table), one right after the other on one connection, the
+# first by ORDER (rotating); recorded as timed does.
+timed_pair() {
+  local param="$1" run="$2" sql="$4" v out line vs=() ts=()
+  for v in $(order "$3" noop fencing); do
+    vs+=("$v")
+    ts+=("${sql//TABLE/$([ "$v" = noop ] && echo gbulk_noop || echo gbulk)}")
+  done
+  out="$("$FB" exec --conninfo "$(conn bench)" "${ts[0]}" "${ts[1]}")" || { log "timed pair $param failed"; return 0; }
+  v=0
+  while read -r line; do
+    [ "$v" -lt 2 ] && record_timed G "${vs[$v]}" "$param" "$run" "$line"
+    v=$((v + 1))
+  done <<< "$out"
+}
+g_trigger single_ins fencing
+g_trigger single_ins_noop noop
+g_trigger single_del fencing
+g_trigger single_del_noop noop
 record G info "" rows "$G_ROWS" 1
 record G info "" insert_rows "$G_INS_ROWS" 1
 g_offset=0
 for r in $(seq 1 "$G_ROUNDS"); do
-  for v in $(order "$r" noop fencing); do
-    g_trigger single_ins "$v"
-    FB_LABEL="$v" fb G single_insert "$r" single_insert --conninfo "$(conn bench)" --clients 2 --seconds "$G_SECS"
-    g_trigger single_del "$v"
-    FB_LABEL="$v" fb G single_delete "$r" single_delete --conninfo "$(conn bench)" --clients 2 --seconds "$G_SECS" \
-      --offset "$g_offset"
-    g_offset=$(( g_offset + g_per_run ))
-    g_fresh "$v"
-    timed G "$v" insert_select "$r" bench "INSERT INTO gbulk SELECT g, 1000000, 0 FROM generate_series(1, $G_INS_ROWS) g"
-    g_fresh "$v"
-    timed G "$v" copy "$r" bench "COPY gbulk FROM '$work/g_rows.csv' (FORMAT csv)"
-  done
-  # The bulk DELETE takes a fifth of a second: G_DEL_PAIRS pairs per round
-  # (each variant on a table of its own, loaded afresh), paired by pair.
+  secs="$(awk -v s="$G_SECS" 'BEGIN { print 2 * s }')"
+  fb_pair G single_insert "$r" pair_insert --conninfo "$(conn bench)" --clients 2 --seconds "$secs"
+  fb_pair G single_delete "$r" pair_delete --conninfo "$(conn bench)" --clients 2 --seconds "$secs" --offset "$g_offset"
+  g_offset=$(( g_offset + g_per_run ))
+  # Bulk statements in pairs on two tables loaded alike, back to back on one
+  # connection (the first rotating); the DELETE, a fifth of a second,
+  # G_DEL_PAIRS times per round.
+  g_pair
+  timed_pair insert_select "$r" "$r" "INSERT INTO TABLE SELECT g, 1000000, 0 FROM generate_series(1, $G_INS_ROWS) g"
+  g_pair
+  timed_pair copy "$r" "$((r + 1))" "COPY TABLE FROM '$work/g_rows.csv' (FORMAT csv)"
   for k in $(seq 1 "$G_DEL_PAIRS"); do
-    for v in $(order "$((r + k))" noop fencing); do
-      g_fresh "$v" "$G_ROWS"
-      timed G "$v" delete "$r.$k" bench "BEGIN; SELECT fencing.use(2000000); DELETE FROM gbulk; COMMIT"
-    done
+    g_pair "$G_ROWS"
+    timed_pair delete "$r.$k" "$((r + k))" "BEGIN; SELECT fencing.use(2000000); DELETE FROM TABLE; COMMIT"
   done
 done
-q bench -c "DROP TABLE single_ins, single_del, gbulk"
+q bench -c "DROP TABLE single_ins, single_ins_noop, single_del, single_del_noop, gbulk, gbulk_noop"
 
 # ======================================================================== E ==
 # The lock options of 1.1: what the plain cycle costs (against the baseline
