@@ -16,6 +16,18 @@ EXCEPTION WHEN OTHERS THEN
     RETURN SQLSTATE;
 END
 $$;
+-- SQLSTATE and detail of a statement's error, token values left out.
+CREATE FUNCTION pg_temp.detail_of(stmt text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    d text;
+BEGIN
+    EXECUTE stmt;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
+    RETURN SQLSTATE || ': ' || regexp_replace(d, 'Token [0-9]+', 'Token N');
+END
+$$;
 -- This session's rows of fencing.locks (no tokens).
 CREATE FUNCTION pg_temp.mine() RETURNS TABLE (resource text, scope text, granted boolean, mode text, permit integer,
                                              delayed boolean)
@@ -175,11 +187,27 @@ SELECT count(*) AS locks_after_permit_names FROM pg_locks WHERE locktype = 'advi
 SELECT fencing.acquire('t14:sh') AS ex2 \gset
 SELECT fencing.acquire('t14:sh', shared => true, reentrant => true) = :'ex2' AS shared_in_exclusive;
 SELECT * FROM pg_temp.mine();
+-- The nested hold is one more nesting of the exclusive grant: once the hold
+-- it nested on is released, what is left is still exclusive, and the
+-- grant's token valid, until it is released too.
+SELECT fencing.release('t14:sh') AS released_one;
+SELECT * FROM pg_temp.mine();
+SELECT fencing.validate('t14:sh', :'ex2') = :'ex2' AS still_valid;
+SELECT fencing.release('t14:sh') AS released_nested;
+SELECT count(*) AS locks_after FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+SELECT pg_temp.sqlstate_of(format('SELECT fencing.validate(%L, %s)', 't14:sh', :'ex2')) AS validate_after_both;
+-- The same when the hold it nested on was transaction-scoped.
+BEGIN;
+SELECT fencing.acquire_xact('t14:sh') AS ex3 \gset
+SELECT fencing.acquire('t14:sh', shared => true, reentrant => true) = :'ex3' AS session_shared_in_xact;
+COMMIT;
+SELECT * FROM pg_temp.mine();
+SELECT fencing.validate('t14:sh', :'ex3') = :'ex3' AS valid_after_commit;
 SELECT fencing.release_all() AS released;
 
 -- Transaction scope: the scope shows, and commit ends it.
 BEGIN;
-SELECT fencing.acquire_xact('t14:sh', shared => true) = :'ex2' AS xact_shared;
+SELECT fencing.acquire_xact('t14:sh', shared => true) = :'ex3' AS xact_shared;
 SELECT fencing.try_acquire_xact('t14:sh:other', shared => true) IS NOT NULL AS try_xact_shared;
 SELECT * FROM pg_temp.mine();
 COMMIT;
@@ -254,6 +282,12 @@ SELECT fencing.release('t14:pool') AND fencing.release('t14:pool') AS released_p
 SELECT fencing.release('t14:pool') AS none_left;
 SELECT count(*) AS locks_after_release FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
 SELECT pg_temp.sqlstate_of(format('SELECT fencing.validate(%L, %s)', 't14:pool', :'p1')) AS validate_after;
+-- validate()'s detail for a resource without a latest token of its own:
+-- acquired only with permits (none held with the token), or never.
+SELECT fencing.acquire('t14:pool:only', permits => 2) AS q1 \gset
+SELECT fencing.release('t14:pool:only') AS released;
+SELECT pg_temp.detail_of(format('SELECT fencing.validate(%L, %s)', 't14:pool:only', :'q1')) AS permits_only;
+SELECT pg_temp.detail_of($$SELECT fencing.validate('t14:pool:never', 5)$$) AS never_acquired;
 
 -- The next acquisition gets the lowest free permit again, with a new token.
 SELECT fencing.acquire('t14:pool', permits => 3) AS p1b \gset

@@ -88,6 +88,9 @@ bool acquire_permit(const AcquireCall& c, std::int64_t* out);  // pg/permits.cpp
 bool validate_permit(const Resource& r, std::int64_t token);  // pg/permits.cpp
 // The base key of a counted resource: its first permit's key (pg/permits.cpp).
 std::uint64_t permit_base_key(const Resource& r);
+// Whether the resource was ever acquired with permits (its first permit has
+// a row in the fence state; pg/permits.cpp).
+bool acquired_with_permits(const Resource& r);
 
 // Records a hold, for every kind of grant (plain, permit, shared): in the
 // ledger, in the grant book (a plain hold only for its lock-delay), arms the

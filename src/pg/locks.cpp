@@ -390,6 +390,14 @@ Datum acquire_entry(FunctionCallInfo fcinfo, bool session, bool try_only, const 
                  errdetail("Token %lld was presented for resource \"%.*s\"; its latest token is %lld; %s.",
                            static_cast<long long>(presented), r.len, r.data, static_cast<long long>(row.token), why),
                  errhint("The lock was lost; acquire it again and use the new token.")));
+    // Its permits have tokens (and fence state rows) of their own.
+    if (acquired_with_permits(r))
+        ereport(ERROR,
+                (errcode(ERRCODE_FENCING_STALE_TOKEN), errmsg("stale fence token for resource \"%.*s\"", r.len, r.data),
+                 errdetail("Token %lld was presented for resource \"%.*s\", which has only been acquired with "
+                           "permits; no permit of it is held with that token.",
+                           static_cast<long long>(presented), r.len, r.data),
+                 errhint("The lock was lost; acquire it again and use the new token.")));
     ereport(ERROR,
             (errcode(ERRCODE_FENCING_STALE_TOKEN), errmsg("stale fence token for resource \"%.*s\"", r.len, r.data),
              errdetail("Token %lld was presented for resource \"%.*s\", which has never been acquired.",

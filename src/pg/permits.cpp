@@ -365,4 +365,9 @@ bool validate_permit(const Resource& r, std::int64_t token) {
 
 std::uint64_t permit_base_key(const Resource& r) { return key_of(permit_names(r), 1); }
 
+bool acquired_with_permits(const Resource& r) {
+    const PermitNames pn = permit_names(r);
+    return read_state(key_of(pn, 1), pn.buf, name_of(pn, 1)).found;
+}
+
 }  // namespace fencing::pg
