@@ -33,7 +33,11 @@
 # FENCING_IR_PROTECT_ARGS: more arguments of protect(), e.g.
 # ", tombstones => false" for the cost without tombstones.
 # FENCING_IR_N (single-row statements, default 300), FENCING_IR_ROWS (bulk
-# rows, default 5000). Needs valgrind; run as root like make bench. Prints
+# rows, default 5000). FENCING_IR_CACHE=1 also simulates the caches
+# (slower) and reports first-level instruction cache misses per write: a
+# bulk statement's loop hardly fits that cache, so code a row trigger adds
+# costs more CPU time than its instructions (the simulated cache is this
+# machine's). Needs valgrind; run as root like make bench. Prints
 # a Markdown table.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
@@ -42,6 +46,8 @@ ref="${1:-main}"
 N="${FENCING_IR_N:-300}"
 ROWS="${FENCING_IR_ROWS:-5000}"
 PROTECT_ARGS="${FENCING_IR_PROTECT_ARGS:-}"
+cache_sim=""
+[ "${FENCING_IR_CACHE:-0}" = 1 ] && cache_sim="--cache-sim=yes"
 WORKLOADS="${FENCING_IR_WORKLOADS:-ins1 upd1 del1 ins_bulk copy del_bulk upd_bulk ins_other ins_deleted ins_lookup ins_lookup_rows acq}"
 ensure_packages "${BASE_PACKAGES[@]}" valgrind
 ensure_user
@@ -76,10 +82,11 @@ single() {  # single BIN DATA < SQL: a single-user backend
 ir() {  # ir BIN DATA SQL: instructions (callgrind Ir) of a backend running SQL
   local bin="$1" data="$2" sql="$3" out
   out="$run/cg.$RANDOM$RANDOM"
-  printf '%s\n' "$sql" | as_user valgrind --tool=callgrind --callgrind-out-file="$out" --trace-children=no \
+  printf '%s\n' "$sql" | as_user valgrind --tool=callgrind $cache_sim --callgrind-out-file="$out" --trace-children=no \
       "$bin/postgres" --single -D "$data" -c log_min_messages=warning -c shared_preload_libraries=fencing \
       postgres >/dev/null 2>>"$run/valgrind.log"
-  sed -n 's/^summary: //p;s/^totals: //p' "$out" | head -1
+  # Ir, and with the cache simulation I1mr (the events' first and fourth).
+  sed -n 's/^summary: //p;s/^totals: //p' "$out" | head -1 | awk -v c="$cache_sim" '{ print (c == "" ? $1 : $1 " " $4) }'
   rm -f "$out"
 }
 
@@ -144,7 +151,7 @@ VACUUM fencing.tombstones;
 CHECKPOINT;'
 
 log "counting instructions (valgrind): $WORKLOADS"
-declare -A per
+declare -A per i1
 for w in $WORKLOADS; do
   n="$(count_of "$w")"
   for v in $variants; do
@@ -153,8 +160,13 @@ for w in $WORKLOADS; do
     a="$(ir "$bin" "$data" "$("sql_$w" "$v" "$n")")"
     printf '%s\n' "$clean" | single "$bin" "$data"
     b="$(ir "$bin" "$data" "$("sql_$w" "$v" $((3 * n)))")"
-    per[$w.$v]="$(awk -v a="$a" -v b="$b" -v n="$n" 'BEGIN { printf "%.0f", (b - a) / (2 * n) }')"
-    log "  $w $v: ${per[$w.$v]}"
+    per[$w.$v]="$(awk -v a="${a%% *}" -v b="${b%% *}" -v n="$n" 'BEGIN { printf "%.0f", (b - a) / (2 * n) }')"
+    if [ -n "$cache_sim" ]; then
+      i1[$w.$v]="$(awk -v a="${a##* }" -v b="${b##* }" -v n="$n" 'BEGIN { printf "%.1f", (b - a) / (2 * n) }')"
+      log "  $w $v: ${per[$w.$v]} instructions, ${i1[$w.$v]} instruction cache misses"
+    else
+      log "  $w $v: ${per[$w.$v]}"
+    fi
   done
 done
 
@@ -186,5 +198,15 @@ else
   echo "|---|---:|---:|---:|"
   for w in $WORKLOADS; do
     echo "| $(label "$w") | ${per[$w.noop]} | ${per[$w.new]} | $(rel "${per[$w.new]}" "${per[$w.noop]}") |"
+  done
+fi
+if [ -n "$cache_sim" ]; then
+  echo
+  echo "First-level instruction cache misses per write (simulated):"
+  echo
+  echo "| write | no-op C trigger |$([ "$ref" = none ] || echo " $ref |") this tree |"
+  echo "|---|---:|$([ "$ref" = none ] || echo "---:|")---:|"
+  for w in $WORKLOADS; do
+    echo "| $(label "$w") | ${i1[$w.noop]} |$([ "$ref" = none ] || echo " ${i1[$w.ref]} |") ${i1[$w.new]} |"
   done
 fi
