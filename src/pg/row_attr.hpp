@@ -10,14 +10,21 @@ namespace fencing::pg {
 // heap_getattr. Inline, so that ISNULL stays in a register: heap_getattr
 // itself is not inlined into C++ callers, and reading back the flag it
 // stored stalls the CPU on every row.
-inline Datum row_attr(HeapTuple tup, TupleDesc desc, AttrNumber attnum, bool* isnull) {
+// The rest out of line (and out of the per-row paths' instruction cache
+// lines: heap_getattr expands to half a kilobyte of code).
+[[gnu::cold, gnu::noinline]] inline Datum row_attr_slow(HeapTuple tup, TupleDesc desc, AttrNumber attnum,
+                                                        bool* isnull) {
+    return heap_getattr(tup, attnum, desc, isnull);
+}
+
+[[gnu::always_inline]] inline Datum row_attr(HeapTuple tup, TupleDesc desc, AttrNumber attnum, bool* isnull) {
     const auto* att = compat::attr_layout(desc, attnum - 1);
-    if (attnum > 0 && HeapTupleNoNulls(tup) && att->attcacheoff >= 0 &&
-        attnum <= HeapTupleHeaderGetNatts(tup->t_data)) {
+    if (likely(attnum > 0 && HeapTupleNoNulls(tup) && att->attcacheoff >= 0 &&
+               attnum <= HeapTupleHeaderGetNatts(tup->t_data))) {
         *isnull = false;
         return fetchatt(att, reinterpret_cast<char*>(tup->t_data) + tup->t_data->t_hoff + att->attcacheoff);
     }
-    return heap_getattr(tup, attnum, desc, isnull);
+    return row_attr_slow(tup, desc, attnum, isnull);
 }
 
 }  // namespace fencing::pg

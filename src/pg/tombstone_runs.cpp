@@ -295,25 +295,33 @@ LOCKTAG run_tag(Oid owner) {
     return tag;
 }
 
+namespace {
+// Begins a segment for rows deleted by SUB with TOKEN under OWNER; once per
+// segment, so kept out of defer()'s per-row instructions.
+[[gnu::cold, gnu::noinline]] Segment* begin_segment(Oid owner, std::int64_t token, SubTransactionId sub) {
+    // Before the first row of the segment is deleted: an INSERT that
+    // skipped its lookup is refused at commit, and one that looks its key
+    // up waits for this transaction.
+    tombstone_summary::recorded(owner, token, tombstones::survey, true);
+    const LOCKTAG tag = run_tag(owner);
+    (void)LockAcquire(&tag, RowExclusiveLock, false, false);
+    reserve_segment();
+    Segment* s = &segs[nsegs++];
+    *s = Segment{owner, sub, token, GetCurrentTimestamp(), nhashes, 0};
+    return s;
+}
+}  // namespace
+
 void defer(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token) {
-    tombstones::refuse_read_only(rel);
+    if (unlikely(XactReadOnly)) tombstones::refuse_read_only(rel);
     const SubTransactionId sub = GetCurrentSubTransactionId();
     Segment* s = nsegs > 0 ? &segs[nsegs - 1] : nullptr;
-    if (s == nullptr || !core::tombstone_runs::continues(*s, owner, token, sub)) {
-        // Before the first row of the segment is deleted: an INSERT that
-        // skipped its lookup is refused at commit, and one that looks its key
-        // up waits for this transaction.
-        tombstone_summary::recorded(owner, token, tombstones::survey, true);
-        const LOCKTAG tag = run_tag(owner);
-        (void)LockAcquire(&tag, RowExclusiveLock, false, false);
-        reserve_segment();
-        s = &segs[nsegs++];
-        *s = Segment{owner, sub, token, GetCurrentTimestamp(), nhashes, 0};
-    }
-    reserve_hash();
+    if (unlikely(s == nullptr || !core::tombstone_runs::continues(*s, owner, token, sub)))
+        s = begin_segment(owner, token, sub);
+    if (unlikely(nhashes >= hash_cap)) reserve_hash();
     hashes[nhashes++] = static_cast<std::int64_t>(hash);
     ++s->count;
-    if (s->count >= kWriteAt || nsegs >= kMaxSegments) write_from(sub);
+    if (unlikely(s->count >= kWriteAt || nsegs >= kMaxSegments)) write_from(sub);
 }
 
 void write_pending() {

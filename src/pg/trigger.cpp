@@ -76,6 +76,8 @@ struct CallSite {
     // invalidation keeps current (a DETACH, an ATTACH, an INHERIT); the
     // call site itself lives as long as the statement's executor state.
     bool use_tombstones;
+    // IsLogicalWorker(), which a backend's lifetime does not change.
+    bool replicated;
     // Fenced DELETEs of this call site that recorded their tombstones: after
     // tombstone_runs::kRowsBeforeRuns of them, the rest go into runs (when
     // the database has the runs' table: runs_available, asked then).
@@ -100,7 +102,8 @@ bool parse_bool_arg(const char* s, bool* out) {
     pg_unreachable();
 }
 
-void build_call_site(CallSite* cs, TriggerData* td) {
+// Once per statement (cold): kept out of the per-row path's instructions.
+[[gnu::cold, gnu::noinline]] void build_call_site(CallSite* cs, TriggerData* td) {
     Relation rel = td->tg_relation;
     const Trigger* trig = td->tg_trigger;
     TupleDesc desc = RelationGetDescr(rel);
@@ -169,6 +172,7 @@ void build_call_site(CallSite* cs, TriggerData* td) {
     }
 
     cs->relid = RelationGetRelid(rel);
+    cs->replicated = IsLogicalWorker();
     cs->desc = desc;
     cs->attnum = attnum;
     cs->mode = mode;
@@ -209,14 +213,17 @@ std::optional<std::int64_t> token_of(HeapTuple tup, TupleDesc desc, AttrNumber a
 // says nothing of what the role may do through it (row-level security, a
 // schema it may not use, another parent). Checked once per call site and
 // role.
+[[gnu::cold, gnu::noinline]] signed char check_token_acl(Oid role, Relation rel, AttrNumber attnum, AclMode needed) {
+    return pg_class_aclcheck(RelationGetRelid(rel), role, needed) == ACLCHECK_OK ||
+                   pg_attribute_aclcheck(RelationGetRelid(rel), attnum, role, needed) == ACLCHECK_OK
+               ? 1
+               : 0;
+}
+
 bool may_assign_token(TokenAcl* acl, Oid role, Relation rel, AttrNumber attnum, AclMode needed) {
-    if (acl->role != role) *acl = TokenAcl{role, -1, -1};
+    if (unlikely(acl->role != role)) *acl = TokenAcl{role, -1, -1};
     signed char* may = needed == ACL_INSERT ? &acl->may_insert : &acl->may_update;
-    if (*may < 0)
-        *may = pg_class_aclcheck(RelationGetRelid(rel), role, needed) == ACLCHECK_OK ||
-                       pg_attribute_aclcheck(RelationGetRelid(rel), attnum, role, needed) == ACLCHECK_OK
-                   ? 1
-                   : 0;
+    if (unlikely(*may < 0)) *may = check_token_acl(role, rel, attnum, needed);
     return *may == 1;
 }
 
@@ -243,9 +250,13 @@ bool in_referential_action() {
 // that role must not stamp into rows it may not write a token of its
 // choosing (nor record one as a tombstone).
 Oid role_denied_token(CallSite* cs, Relation rel, AclMode needed) {
-    const Oid current = GetUserId();
+    // The current role and whether this is a referential action (as
+    // in_referential_action() tells) in one call: this runs for every row.
+    Oid current = InvalidOid;
+    int context = 0;
+    GetUserIdAndSecContext(&current, &context);
     if (!may_assign_token(&cs->acl_current, current, rel, cs->attnum, needed)) return current;
-    if (!in_referential_action()) return InvalidOid;
+    if ((context & SECURITY_NOFORCE_RLS) == 0) return InvalidOid;
     const Oid outer = GetOuterUserId();
     if (outer != current && !may_assign_token(&cs->acl_outer, outer, rel, cs->attnum, needed)) return outer;
     return InvalidOid;
@@ -258,6 +269,9 @@ std::int64_t least_rejected(const std::optional<std::int64_t>& row_token, const 
     const std::optional<std::int64_t> t = row_token ? row_token : setting;
     return t.value_or(std::numeric_limits<std::int64_t>::min());
 }
+
+template <core::WriteEvent ev>
+[[gnu::noinline]] Datum judge(FunctionCallInfo fcinfo, TriggerData* td, CallSite* cs);
 
 Datum enforce(FunctionCallInfo fcinfo) {
     if (!CALLED_AS_TRIGGER(fcinfo))
@@ -286,7 +300,7 @@ Datum enforce(FunctionCallInfo fcinfo) {
                         errhint("%s", kProtectHint)));
 
     CallSite* cs = static_cast<CallSite*>(fcinfo->flinfo->fn_extra);
-    if (cs == nullptr) {
+    if (unlikely(cs == nullptr)) {
         cs = static_cast<CallSite*>(MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(CallSite)));
         fcinfo->flinfo->fn_extra = cs;
     }
@@ -294,20 +308,39 @@ Datum enforce(FunctionCallInfo fcinfo) {
     // key from being deleted between its check and its arrival in the
     // primary key index; it has arrived (rows are written one at a time).
     if (cs->site.nlocks > 0) tombstones::release(&cs->site);
-    if (cs->relid != RelationGetRelid(rel) || cs->desc != RelationGetDescr(rel)) {
+    if (unlikely(cs->relid != RelationGetRelid(rel) || cs->desc != RelationGetDescr(rel))) {
         cs->relid = InvalidOid;
         build_call_site(cs, td);
     }
-    if ((ev == core::WriteEvent::insert && cs->later_insert_trigger) ||
-        (ev == core::WriteEvent::update && cs->later_update_trigger))
+    if (unlikely((ev == core::WriteEvent::insert && cs->later_insert_trigger) ||
+                 (ev == core::WriteEvent::update && cs->later_update_trigger)))
         rejections::later_trigger(rel, cs->later_name, trig->tgname);
 
     // (1.2) Never on an unlogged table (protect() and the event triggers
     // refuse one; DDL while event triggers do not fire, or a check made by
     // hand, could still get here): crash recovery empties it without
     // triggers and without tombstones.
-    if (rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED) rejections::unlogged_table(rel, trig->tgname);
+    if (unlikely(rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED)) rejections::unlogged_table(rel, trig->tgname);
 
+    switch (ev) {
+        case core::WriteEvent::insert:
+            return judge<core::WriteEvent::insert>(fcinfo, td, cs);
+        case core::WriteEvent::update:
+            return judge<core::WriteEvent::update>(fcinfo, td, cs);
+        case core::WriteEvent::del:
+            break;
+    }
+    return judge<core::WriteEvent::del>(fcinfo, td, cs);
+}
+
+// The rest of a row's check, for one kind of write: each kind's
+// instructions together and without the others' (a bulk statement runs them
+// for every row, and the instruction cache holds little more than one row's
+// work of the executor).
+template <core::WriteEvent ev>
+Datum judge(FunctionCallInfo fcinfo, TriggerData* td, CallSite* cs) {
+    Relation rel = td->tg_relation;
+    const Trigger* trig = td->tg_trigger;
     TupleDesc desc = RelationGetDescr(rel);
     // The decision's inputs (core::WriteInput), gathered in locals: the
     // trigger runs for every row, and a struct built up field by field is
@@ -316,7 +349,7 @@ Datum enforce(FunctionCallInfo fcinfo) {
     bool assigned = false;
     const std::optional<std::int64_t> setting = pg::token_setting();
     // (1.2) A logical replication worker applying a subscription's change.
-    const bool replicated = IsLogicalWorker();
+    const bool replicated = cs->replicated;
     // (1.2) A replicated DELETE carries no token: only a superuser's
     // subscription is trusted with it (a logical replication worker connects
     // as its subscription's owner, the session user; the apply may run a
@@ -377,10 +410,10 @@ Datum enforce(FunctionCallInfo fcinfo) {
         // session without event triggers, and its tombstones would stay.
         if (rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
             rejections::temporary_with_tombstones(rel, trig->tgname);
-        if (!cs->key.built)
+        if (unlikely(!cs->key.built))
             cs->tombstone_owner = tombstones::prepare(&cs->key, rel, fcinfo->flinfo->fn_oid, fcinfo->flinfo->fn_mcxt);
-        if (!cs->key.usable) rejections::no_usable_key(rel, cs->key.problem);
-        if (OidIsValid(cs->key.other_owner))
+        if (unlikely(!cs->key.usable)) rejections::no_usable_key(rel, cs->key.problem);
+        if (unlikely(OidIsValid(cs->key.other_owner)))
             rejections::two_hierarchies(RelationGetRelid(rel), cs->tombstone_owner, cs->key.other_owner);
         switch (ev) {
             case core::WriteEvent::insert:
