@@ -129,6 +129,10 @@ UPDATE fk_cust SET id = 11 WHERE id = 1;
 DELETE FROM fk_cust WHERE id = 2;
 DELETE FROM fk_cust WHERE id = 3;
 \set VERBOSITY default
+-- The detail names the key and the stored token although this role may not
+-- read fk_ord: the action runs as fk_ord's owner, who may (a unique
+-- violation in the action shows its key alike).
+DELETE FROM fk_cust WHERE id = 2;
 RESET ROLE;
 SELECT * FROM fk_cust ORDER BY id;
 SELECT * FROM fk_ord ORDER BY id;
