@@ -24,11 +24,17 @@ struct Segment {
     std::int64_t at;  // when the segment was begun (a timestamp)
     int start;
     int count;
+    // 0 when the entries are key hashes; otherwise they are the rows' key
+    // values as they are, of the kind RAW says, still to be hashed (before
+    // anything reads them as hashes).
+    int raw;
 };
 
-// Whether a row deleted by SUB with TOKEN under OWNER goes on in LAST.
-constexpr bool continues(const Segment& last, std::uint32_t owner, std::int64_t token, std::uint32_t sub) noexcept {
-    return last.owner == owner && last.token == token && last.sub == sub;
+// Whether a row deleted by SUB with TOKEN under OWNER, its key kept as RAW
+// says, goes on in LAST.
+constexpr bool continues(const Segment& last, std::uint32_t owner, std::int64_t token, std::uint32_t sub,
+                         int raw) noexcept {
+    return last.owner == owner && last.token == token && last.sub == sub && last.raw == raw;
 }
 
 // Segments are begun in time order, and subtransaction ids grow: those of

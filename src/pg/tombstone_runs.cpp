@@ -69,6 +69,15 @@ void truncate_to(int first) {
     nsegs = first;
 }
 
+// Replaces the key values of segment S, if it holds values (Segment::raw),
+// by their hashes: before anything reads its entries as hashes.
+void settle(Segment* s) {
+    if (s->raw == 0) return;
+    for (int j = s->start; j < s->start + s->count; ++j)
+        hashes[j] = static_cast<std::int64_t>(tombstones::hash_raw(s->raw, hashes[j]));
+    s->raw = 0;
+}
+
 // fencing.tombstone_runs and its index, opened for this call only.
 struct Rels {
     Relation heap;
@@ -167,6 +176,7 @@ void write_from(SubTransactionId sub) {
     if (first >= nsegs) return;
     const Rels r = open_rels(RowExclusiveLock);
     for (int i = first; i < nsegs; ++i) {
+        settle(&segs[i]);
         write_segment(r, segs[i]);
         CHECK_FOR_INTERRUPTS();
     }
@@ -298,7 +308,7 @@ LOCKTAG run_tag(Oid owner) {
 namespace {
 // Begins a segment for rows deleted by SUB with TOKEN under OWNER; once per
 // segment, so kept out of defer()'s per-row instructions.
-[[gnu::cold, gnu::noinline]] Segment* begin_segment(Oid owner, std::int64_t token, SubTransactionId sub) {
+[[gnu::cold, gnu::noinline]] Segment* begin_segment(Oid owner, std::int64_t token, SubTransactionId sub, int raw) {
     // Before the first row of the segment is deleted: an INSERT that
     // skipped its lookup is refused at commit, and one that looks its key
     // up waits for this transaction.
@@ -307,17 +317,17 @@ namespace {
     (void)LockAcquire(&tag, RowExclusiveLock, false, false);
     reserve_segment();
     Segment* s = &segs[nsegs++];
-    *s = Segment{owner, sub, token, GetCurrentTimestamp(), nhashes, 0};
+    *s = Segment{owner, sub, token, GetCurrentTimestamp(), nhashes, 0, raw};
     return s;
 }
 }  // namespace
 
-void defer(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token) {
+void defer(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token, int raw) {
     if (unlikely(XactReadOnly)) tombstones::refuse_read_only(rel);
     const SubTransactionId sub = GetCurrentSubTransactionId();
     Segment* s = nsegs > 0 ? &segs[nsegs - 1] : nullptr;
-    if (unlikely(s == nullptr || !core::tombstone_runs::continues(*s, owner, token, sub)))
-        s = begin_segment(owner, token, sub);
+    if (unlikely(s == nullptr || !core::tombstone_runs::continues(*s, owner, token, sub, raw)))
+        s = begin_segment(owner, token, sub, raw);
     if (unlikely(nhashes >= hash_cap)) reserve_hash();
     hashes[nhashes++] = static_cast<std::int64_t>(hash);
     ++s->count;
@@ -351,6 +361,7 @@ TransactionId probe(const Reader* reader, Oid owner, std::uint64_t hash, std::in
     for (int i = 0; i < nsegs; ++i) {
         const Segment& s = segs[i];
         if (s.owner != owner || s.token < at_least || (*found && s.token <= *token)) continue;
+        settle(&segs[i]);
         for (int j = 0; j < s.count; ++j)
             if (hashes[s.start + j] == h) {
                 *found = true;

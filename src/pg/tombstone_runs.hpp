@@ -5,7 +5,8 @@
 // A fenced DELETE statement records its first kRowsBeforeRuns tombstones one
 // by one (tombstones::record()). From the next row on it takes the table's
 // run lock (RowExclusiveLock, until its transaction ends) and only keeps the
-// key's hash in memory; the statement's hashes are written when its
+// key's hash in memory (a key of one int4 or int8 column: its value, hashed
+// with the rest when they are written or looked at); the statement's hashes are written when its
 // executor finishes (or before its transaction commits or prepares),
 // grouped by range into rows of up to kRunChunk hashes that share the
 // DELETE's token: one heap row and one index entry per row of hashes. An
@@ -41,8 +42,10 @@ LOCKTAG run_tag(Oid owner);
 
 // Records, when the statement's executor finishes, that the row of REL with
 // key HASH was deleted with TOKEN, under OWNER (tombstones::record()'s
-// arguments). Takes the run lock first.
-void defer(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token);
+// arguments). Takes the run lock first. RAW not 0: HASH is the key's value,
+// of a key of that kind (tombstones::Key::raw), hashed when the hashes are
+// written or looked at (tombstones::hash_raw).
+void defer(Relation rel, Oid owner, std::uint64_t hash, std::int64_t token, int raw);
 
 // Before a lookup of OWNER's tombstones in this backend: this
 // (sub)transaction's hashes not written yet are written now.

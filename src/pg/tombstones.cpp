@@ -609,6 +609,9 @@ void key_from_plan(Key* key, const KeyPlan& plan, MemoryContext cxt) {
         key->coll[k] = plan.coll[k];
         fmgr_info_cxt(plan.proc[k], &key->hash[k], cxt);
     }
+    key->raw = 0;
+    if (key->natts == 1 && key->hash[0].fn_oid == F_HASHINT4EXTENDED) key->raw = kRawInt4;
+    if (key->natts == 1 && key->hash[0].fn_oid == F_HASHINT8EXTENDED) key->raw = kRawInt8;
 }
 
 // The relations whose catalog rows owner_of() read (the table and every
@@ -903,21 +906,24 @@ bool same_key_bytes(const Key* key, Relation rel, HeapTuple a, HeapTuple b) {
 
 namespace {
 
+// What hashint4extended and hashint8extended return for X, computed here
+// without the function call (a bulk DELETE hashes every row).
+std::uint64_t hash_int4(std::int32_t x) { return DatumGetUInt64(hash_uint32_extended(static_cast<uint32>(x), kSeed)); }
+std::uint64_t hash_int8(std::int64_t x) {
+    std::uint32_t lo = static_cast<std::uint32_t>(x);
+    const std::uint32_t hi = static_cast<std::uint32_t>(static_cast<std::uint64_t>(x) >> 32);
+    lo ^= x >= 0 ? hi : ~hi;
+    return DatumGetUInt64(hash_uint32_extended(lo, kSeed));
+}
+
 // The extended hash of V under KEY's column K: for int4 and int8 columns
-// what hashint4extended and hashint8extended return, computed here without
-// the function call (a bulk DELETE hashes every row); for other types
-// through the function.
+// hash_int4 and hash_int8; for other types through the function.
 std::uint64_t hash_value(const Key* key, int k, Datum v) {
     switch (key->hash[k].fn_oid) {
         case F_HASHINT4EXTENDED:
-            return DatumGetUInt64(hash_uint32_extended(static_cast<uint32>(DatumGetInt32(v)), kSeed));
-        case F_HASHINT8EXTENDED: {
-            const std::int64_t x = DatumGetInt64(v);
-            std::uint32_t lo = static_cast<std::uint32_t>(x);
-            const std::uint32_t hi = static_cast<std::uint32_t>(static_cast<std::uint64_t>(x) >> 32);
-            lo ^= x >= 0 ? hi : ~hi;
-            return DatumGetUInt64(hash_uint32_extended(lo, kSeed));
-        }
+            return hash_int4(DatumGetInt32(v));
+        case F_HASHINT8EXTENDED:
+            return hash_int8(DatumGetInt64(v));
         default:
             return DatumGetUInt64(
                 FunctionCall2Coll(const_cast<FmgrInfo*>(&key->hash[k]), key->coll[k], v, UInt64GetDatum(kSeed)));
@@ -925,6 +931,11 @@ std::uint64_t hash_value(const Key* key, int k, Datum v) {
 }
 
 }  // namespace
+
+// hash_key() of a row whose key, of one int4 or int8 column (RAW), is VALUE.
+std::uint64_t hash_raw(int raw, std::int64_t value) {
+    return hash_combine64(0, raw == kRawInt4 ? hash_int4(static_cast<std::int32_t>(value)) : hash_int8(value));
+}
 
 std::uint64_t hash_key(const Key* key, Relation rel, HeapTuple tup) {
     TupleDesc desc = RelationGetDescr(rel);

@@ -19,6 +19,7 @@
 // from missing each other.
 #pragma once
 #include "pg/pg.hpp"
+#include "pg/row_attr.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -33,6 +34,7 @@ struct Key {
     const char* problem;  // why not (a sentence), when !usable
     Oid other_owner;      // (prepare()) other_owner_of() the table, or InvalidOid
     int natts;
+    int raw;  // a key of one int4 or int8 column: kRawInt4 or kRawInt8 (see hash_raw), else 0
     AttrNumber att[INDEX_MAX_KEYS];
     Oid coll[INDEX_MAX_KEYS];
     FmgrInfo hash[INDEX_MAX_KEYS];
@@ -82,6 +84,18 @@ void refuse_other_key(Oid relid, Oid owner);
 // The 64-bit hash of TUP's primary key (KEY must be usable): equal keys, as
 // the primary key compares them, hash equally.
 std::uint64_t hash_key(const Key* key, Relation rel, HeapTuple tup);
+
+// A key of one int4 or int8 column (Key::raw) can be kept as its value and
+// hashed later, in bulk (tombstone runs): hash_raw(key->raw, v) of the
+// value v of TUP's key column (raw_key()) is hash_key(key, rel, tup).
+inline constexpr int kRawInt4 = 4;
+inline constexpr int kRawInt8 = 8;
+std::uint64_t hash_raw(int raw, std::int64_t value);
+inline std::int64_t raw_key(const Key* key, Relation rel, HeapTuple tup) {
+    bool isnull = false;  // a primary key column is never null
+    const Datum v = row_attr(tup, RelationGetDescr(rel), key->att[0], &isnull);
+    return key->raw == kRawInt4 ? static_cast<std::int64_t>(DatumGetInt32(v)) : DatumGetInt64(v);
+}
 
 // Whether the primary keys of tuples A and B of REL have the same bytes
 // (then they are equal and hash equally; false says nothing): an UPDATE

@@ -273,6 +273,20 @@ std::int64_t least_rejected(const std::optional<std::int64_t>& row_token, const 
 template <core::WriteEvent ev>
 [[gnu::noinline]] Datum judge(FunctionCallInfo fcinfo, TriggerData* td, CallSite* cs);
 
+// The tombstone of a key a write removes, with TOKEN: of the key of ROW
+// (hashed here), or when ROW is null of the key whose hash is KEY; into the
+// statement's runs or as a row of its own. Out of the per-row instructions
+// of a bulk DELETE, whose rows past the first few go into runs as key
+// values when the key is one integer column (see judge()).
+[[gnu::cold, gnu::noinline]] void keep_tombstone(Relation rel, const CallSite* cs, HeapTuple row, std::uint64_t key,
+                                                 bool into_runs, std::int64_t token) {
+    if (row != nullptr) key = tombstones::hash_key(&cs->key, rel, row);
+    if (into_runs)
+        tombstone_runs::defer(rel, cs->tombstone_owner, key, token, 0);
+    else
+        tombstones::record(rel, cs->tombstone_owner, key, token);
+}
+
 Datum enforce(FunctionCallInfo fcinfo) {
     if (!CALLED_AS_TRIGGER(fcinfo))
         ereport(ERROR,
@@ -439,7 +453,9 @@ Datum judge(FunctionCallInfo fcinfo, TriggerData* td, CallSite* cs) {
                 }
                 break;
             case core::WriteEvent::del:
-                old_key = tombstones::hash_key(&cs->key, rel, td->tg_trigtuple);
+                // Hashed below, once the row is accepted; a key value that
+                // goes into the statement's runs is hashed with the rest of
+                // them (out of the executor's loop over the rows).
                 removes_key = cs->mode.fence_deletes;
                 break;
         }
@@ -479,11 +495,15 @@ Datum judge(FunctionCallInfo fcinfo, TriggerData* td, CallSite* cs) {
         // statement ends (not a replicated one: the apply runs no executor).
         if (ev == core::WriteEvent::del && cs->deletes_recorded == tombstone_runs::kRowsBeforeRuns)
             cs->runs_available = tombstone_runs::available();
-        if (ev == core::WriteEvent::del && !in.replicated && cs->deletes_recorded >= tombstone_runs::kRowsBeforeRuns &&
-            cs->runs_available)
-            tombstone_runs::defer(rel, cs->tombstone_owner, old_key, *d.incoming);
+        const bool into_runs = ev == core::WriteEvent::del && !in.replicated &&
+                               cs->deletes_recorded >= tombstone_runs::kRowsBeforeRuns && cs->runs_available;
+        if (into_runs && cs->key.raw != 0)
+            tombstone_runs::defer(rel, cs->tombstone_owner,
+                                  static_cast<std::uint64_t>(tombstones::raw_key(&cs->key, rel, td->tg_trigtuple)),
+                                  *d.incoming, cs->key.raw);
         else
-            tombstones::record(rel, cs->tombstone_owner, old_key, *d.incoming);
+            keep_tombstone(rel, cs, ev == core::WriteEvent::del ? td->tg_trigtuple : nullptr, old_key, into_runs,
+                           *d.incoming);
         if (ev == core::WriteEvent::del) ++cs->deletes_recorded;
     }
     if (d.fill_row && d.incoming) {

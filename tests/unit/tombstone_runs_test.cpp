@@ -10,15 +10,19 @@
 using namespace fencing::core::tombstone_runs;
 
 namespace {
-Segment seg(std::uint32_t sub, int start, int count) { return Segment{7, sub, 100, 0, start, count}; }
+Segment seg(std::uint32_t sub, int start, int count) { return Segment{7, sub, 100, 0, start, count, 0}; }
 }  // namespace
 
 TEST(TombstoneRuns, ARowGoesOnInItsSegmentOnly) {
-    const Segment s{7, 3, 100, 0, 0, 5};
-    EXPECT_TRUE(continues(s, 7, 100, 3));
-    EXPECT_FALSE(continues(s, 8, 100, 3));  // another table
-    EXPECT_FALSE(continues(s, 7, 101, 3));  // another token
-    EXPECT_FALSE(continues(s, 7, 100, 4));  // another subtransaction
+    const Segment s{7, 3, 100, 0, 0, 5, 0};
+    EXPECT_TRUE(continues(s, 7, 100, 3, 0));
+    EXPECT_FALSE(continues(s, 8, 100, 3, 0));  // another table
+    EXPECT_FALSE(continues(s, 7, 101, 3, 0));  // another token
+    EXPECT_FALSE(continues(s, 7, 100, 4, 0));  // another subtransaction
+    EXPECT_FALSE(continues(s, 7, 100, 3, 8));  // key values, not hashes
+    const Segment r{7, 3, 100, 0, 0, 5, 8};
+    EXPECT_TRUE(continues(r, 7, 100, 3, 8));
+    EXPECT_FALSE(continues(r, 7, 100, 3, 4));  // values of another kind
 }
 
 TEST(TombstoneRuns, ASubtransactionOwnsTheSuffixOfItsAndItsChildrensSegments) {
