@@ -51,10 +51,12 @@ extern "C" {
 #include "catalog/pg_trigger.h"
 #include "commands/defrem.h"
 #include "common/hashfn.h"
+#include "port/pg_bswap.h"
 #include "utils/catcache.h"
 #include "utils/array.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
+#include "utils/numeric.h"
 #include "utils/fmgroids.h"
 #include "utils/typcache.h"
 }
@@ -67,6 +69,12 @@ namespace {
 constexpr int kAttTbl = tombstone_att::kTbl, kAttHash = tombstone_att::kHash, kAttToken = tombstone_att::kToken,
               kAttDeletedAt = tombstone_att::kDeletedAt, kNatts = tombstone_att::kNatts;
 constexpr std::uint64_t kSeed = UINT64_C(0x66656e63696e6721);  // "fencing!"
+
+// The hash functions of 64-bit values, which fold them into 32 bits before
+// hashing (hash_int8() says why that matters).
+bool folds_int8(Oid fn) {
+    return fn == F_HASHINT8EXTENDED || fn == F_TIMESTAMP_HASH_EXTENDED || fn == F_TIME_HASH_EXTENDED;
+}
 
 // fencing.tombstones as this transaction uses it: the table and its index
 // opened once (RowExclusiveLock), the dirty snapshot and the slot of its
@@ -612,6 +620,10 @@ void key_from_plan(Key* key, const KeyPlan& plan, MemoryContext cxt) {
     key->raw = 0;
     if (key->natts == 1 && key->hash[0].fn_oid == F_HASHINT4EXTENDED) key->raw = kRawInt4;
     if (key->natts == 1 && key->hash[0].fn_oid == F_HASHINT8EXTENDED) key->raw = kRawInt8;
+    key->legacy_differs = false;
+    for (int k = 0; k < key->natts; ++k)
+        if (folds_int8(key->hash[k].fn_oid) || key->hash[k].fn_oid == F_HASH_NUMERIC_EXTENDED)
+            key->legacy_differs = true;
 }
 
 // The relations whose catalog rows owner_of() read (the table and every
@@ -906,28 +918,57 @@ bool same_key_bytes(const Key* key, Relation rel, HeapTuple a, HeapTuple b) {
 
 namespace {
 
-// What hashint4extended and hashint8extended return for X, computed here
-// without the function call (a bulk DELETE hashes every row).
+// What hashint4extended returns for X, computed here without the function
+// call (a bulk DELETE hashes every row).
 std::uint64_t hash_int4(std::int32_t x) { return DatumGetUInt64(hash_uint32_extended(static_cast<uint32>(x), kSeed)); }
+// (1.2) A 64-bit value by all its bits: its 8 bytes in network order (so
+// that the hash is the same on every platform; what hashmacaddr8extended
+// returns for those bytes). PostgreSQL's hashint8extended (and the
+// timestamp and time hash functions, which call it) folds the two halves
+// into 32 bits first: 1 and 4294967296 hash alike, as do any two values
+// whose halves XOR alike, and they shared one tombstone.
 std::uint64_t hash_int8(std::int64_t x) {
+    const std::uint64_t bytes = pg_hton64(static_cast<std::uint64_t>(x));
+    return DatumGetUInt64(hash_bytes_extended(reinterpret_cast<const unsigned char*>(&bytes), sizeof bytes, kSeed));
+}
+// What hashint8extended returns for X: the hash of tombstones recorded
+// before 1.2 (legacy_hash_key()).
+std::uint64_t hash_int8_folded(std::int64_t x) {
     std::uint32_t lo = static_cast<std::uint32_t>(x);
     const std::uint32_t hi = static_cast<std::uint32_t>(static_cast<std::uint64_t>(x) >> 32);
     lo ^= x >= 0 ? hi : ~hi;
     return DatumGetUInt64(hash_uint32_extended(lo, kSeed));
 }
 
-// The extended hash of V under KEY's column K: for int4 and int8 columns
-// hash_int4 and hash_int8; for other types through the function.
-std::uint64_t hash_value(const Key* key, int k, Datum v) {
-    switch (key->hash[k].fn_oid) {
-        case F_HASHINT4EXTENDED:
-            return hash_int4(DatumGetInt32(v));
-        case F_HASHINT8EXTENDED:
-            return hash_int8(DatumGetInt64(v));
-        default:
-            return DatumGetUInt64(
-                FunctionCall2Coll(const_cast<FmgrInfo*>(&key->hash[k]), key->coll[k], v, UInt64GetDatum(kSeed)));
+// (1.2) Which of NUMERIC's kinds V is, for its hash: 0 zero or positive,
+// 1 negative, 2 NaN, 3 infinity, 4 minus infinity.
+std::uint64_t numeric_kind(Datum v) {
+    static Numeric zero = nullptr;
+    if (zero == nullptr) {
+        MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+        zero = int64_to_numeric(0);
+        MemoryContextSwitchTo(old);
     }
+    Numeric n = DatumGetNumeric(v);
+    if (numeric_is_nan(n)) return 2;
+    const bool negative = DatumGetBool(DirectFunctionCall2(numeric_lt, NumericGetDatum(n), NumericGetDatum(zero)));
+    if (numeric_is_inf(n)) return negative ? 4 : 3;
+    return negative ? 1 : 0;
+}
+
+// The extended hash of V under KEY's column K: int4 by hash_int4, 64-bit
+// values by hash_int8, a numeric by its function and its kind; other
+// types through their function. LEGACY: as before 1.2, by the functions
+// alone (hashint8extended's fold included).
+std::uint64_t hash_value(const Key* key, int k, Datum v, bool legacy = false) {
+    const Oid fn = key->hash[k].fn_oid;
+    if (fn == F_HASHINT4EXTENDED) return hash_int4(DatumGetInt32(v));
+    if (fn == F_HASHINT8EXTENDED && legacy) return hash_int8_folded(DatumGetInt64(v));
+    if (folds_int8(fn) && !legacy) return hash_int8(DatumGetInt64(v));
+    const std::uint64_t h =
+        DatumGetUInt64(FunctionCall2Coll(const_cast<FmgrInfo*>(&key->hash[k]), key->coll[k], v, UInt64GetDatum(kSeed)));
+    if (fn == F_HASH_NUMERIC_EXTENDED && !legacy) return hash_combine64(h, numeric_kind(v));
+    return h;
 }
 
 }  // namespace
@@ -948,7 +989,19 @@ std::uint64_t hash_key(const Key* key, Relation rel, HeapTuple tup) {
     return h;
 }
 
-std::optional<std::int64_t> claim(Oid owner, std::uint64_t hash, std::int64_t at_least, Site* site, MemoryContext cxt) {
+std::uint64_t legacy_hash_key(const Key* key, Relation rel, HeapTuple tup) {
+    TupleDesc desc = RelationGetDescr(rel);
+    std::uint64_t h = 0;
+    for (int k = 0; k < key->natts; ++k) {
+        bool isnull = false;
+        const Datum v = row_attr(tup, desc, key->att[k], &isnull);
+        h = hash_combine64(h, isnull ? UINT64_C(0x6e756c6c) : hash_value(key, k, v, true));
+    }
+    return h;
+}
+
+std::optional<std::int64_t> claim(Oid owner, std::uint64_t hash, std::uint64_t legacy, std::int64_t at_least,
+                                  Site* site, MemoryContext cxt) {
     watch(site, cxt);
     Handle* h = handle();
     // This (sub)transaction's runs not written yet: written first, so that
@@ -961,7 +1014,19 @@ std::optional<std::int64_t> claim(Oid owner, std::uint64_t hash, std::int64_t at
         // table is waited for, and one recording the key by itself.
         (void)LockAcquire(&run, ShareLock, false, false);
         (void)LockAcquire(&tag, ShareLock, false, false);
-        const Found f = lookup(h, owner, hash);
+        Found f = lookup(h, owner, hash);
+        // A tombstone recorded before 1.2 under the key's hash of then (only
+        // rows of fencing.tombstones: runs came with 1.2). No lock of its
+        // own: nothing records under that hash any more.
+        if (legacy != hash && !TransactionIdIsValid(f.writer)) {
+            const Found old = lookup(h, owner, legacy);
+            if (TransactionIdIsValid(old.writer)) {
+                f.writer = old.writer;
+            } else if (old.found && (!f.found || old.token > f.token)) {
+                f.found = true;
+                f.token = old.token;
+            }
+        }
         TransactionId writer = f.writer;
         bool in_run = false;
         std::int64_t run_token = 0;

@@ -34,7 +34,8 @@ struct Key {
     const char* problem;  // why not (a sentence), when !usable
     Oid other_owner;      // (prepare()) other_owner_of() the table, or InvalidOid
     int natts;
-    int raw;  // a key of one int4 or int8 column: kRawInt4 or kRawInt8 (see hash_raw), else 0
+    int raw;              // a key of one int4 or int8 column: kRawInt4 or kRawInt8 (see hash_raw), else 0
+    bool legacy_differs;  // a column hashes otherwise than before 1.2 (see legacy_hash_key)
     AttrNumber att[INDEX_MAX_KEYS];
     Oid coll[INDEX_MAX_KEYS];
     FmgrInfo hash[INDEX_MAX_KEYS];
@@ -85,6 +86,14 @@ void refuse_other_key(Oid relid, Oid owner);
 // the primary key compares them, hash equally.
 std::uint64_t hash_key(const Key* key, Relation rel, HeapTuple tup);
 
+// (1.2) The hash TUP's key had before 1.2, under which a tombstone recorded
+// then is kept: PostgreSQL's hash functions alone, which fold 64-bit values
+// (bigint, timestamp, timestamptz, time) into 32 bits and leave a numeric's
+// sign out, so that keys differing there shared one tombstone. hash_key()
+// hashes those values by all their bits and a numeric with its sign; the
+// two differ only for keys with such a column (Key::legacy_differs).
+std::uint64_t legacy_hash_key(const Key* key, Relation rel, HeapTuple tup);
+
 // A key of one int4 or int8 column (Key::raw) can be kept as its value and
 // hashed later, in bulk (tombstone runs): hash_raw(key->raw, v) of the
 // value v of TUP's key column (raw_key()) is hash_key(key, rel, tup).
@@ -120,8 +129,11 @@ Oid other_owner_of(Oid relid, Oid check_fn);
 // can have): takes the table's run lock and the key's lock (kept in SITE
 // until release()) and returns the token of the key's tombstone, if any (of
 // its runs, only one of at least AT_LEAST counts), once no transaction in
-// progress is writing that tombstone.
-std::optional<std::int64_t> claim(Oid owner, std::uint64_t hash, std::int64_t at_least, Site* site, MemoryContext cxt);
+// progress is writing that tombstone. LEGACY: the key's legacy_hash_key(),
+// under which a tombstone recorded before 1.2 may be kept (equal to HASH
+// when the key hashes as it did then).
+std::optional<std::int64_t> claim(Oid owner, std::uint64_t hash, std::uint64_t legacy, std::int64_t at_least,
+                                  Site* site, MemoryContext cxt);
 
 // Refuses (25006) to record a deletion of a row of REL in a read-only
 // transaction.

@@ -439,8 +439,10 @@ Datum judge(FunctionCallInfo fcinfo, TriggerData* td, CallSite* cs) {
                                                                           row_token ? row_token : setting))
                     break;
                 new_key = tombstones::hash_key(&cs->key, rel, td->tg_trigtuple);
-                deleted = tombstones::claim(cs->tombstone_owner, new_key, least_rejected(row_token, setting), &cs->site,
-                                            fcinfo->flinfo->fn_mcxt);
+                deleted = tombstones::claim(
+                    cs->tombstone_owner, new_key,
+                    cs->key.legacy_differs ? tombstones::legacy_hash_key(&cs->key, rel, td->tg_trigtuple) : new_key,
+                    least_rejected(row_token, setting), &cs->site, fcinfo->flinfo->fn_mcxt);
                 break;
             case core::WriteEvent::update:
                 if (tombstones::same_key_bytes(&cs->key, rel, td->tg_trigtuple, td->tg_newtuple)) break;
@@ -448,8 +450,10 @@ Datum judge(FunctionCallInfo fcinfo, TriggerData* td, CallSite* cs) {
                 new_key = tombstones::hash_key(&cs->key, rel, td->tg_newtuple);
                 if (old_key != new_key) {
                     removes_key = true;
-                    deleted = tombstones::claim(cs->tombstone_owner, new_key, least_rejected(row_token, setting),
-                                                &cs->site, fcinfo->flinfo->fn_mcxt);
+                    deleted = tombstones::claim(
+                        cs->tombstone_owner, new_key,
+                        cs->key.legacy_differs ? tombstones::legacy_hash_key(&cs->key, rel, td->tg_newtuple) : new_key,
+                        least_rejected(row_token, setting), &cs->site, fcinfo->flinfo->fn_mcxt);
                 }
                 break;
             case core::WriteEvent::del:
