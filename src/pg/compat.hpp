@@ -38,6 +38,7 @@ extern "C" {
 #include "replication/walsender_private.h"
 #include "utils/guc_tables.h"
 #include "utils/backend_status.h"
+#include "utils/fmgroids.h"
 }
 
 namespace fencing::pg::compat {
@@ -288,6 +289,14 @@ inline bool guc_set_for_transaction(GucRecord rec) noexcept {
 inline const CompactAttribute* attr_layout(TupleDesc desc, int i) noexcept { return TupleDescCompactAttr(desc, i); }
 #else
 inline const FormData_pg_attribute* attr_layout(TupleDesc desc, int i) noexcept { return TupleDescAttr(desc, i); }
+#endif
+
+// The extended hash function of timestamptz: timestamp's before 18, its own
+// (timestamptz_hash_extended, computing the same) from 18 on.
+#if PG_VERSION_NUM >= 180000
+constexpr Oid kTimestamptzHashExtended = F_TIMESTAMPTZ_HASH_EXTENDED;
+#else
+constexpr Oid kTimestamptzHashExtended = F_TIMESTAMP_HASH_EXTENDED;
 #endif
 
 // The cache id a syscache invalidation callback receives: an int before 19,

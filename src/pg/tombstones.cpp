@@ -73,7 +73,8 @@ constexpr std::uint64_t kSeed = UINT64_C(0x66656e63696e6721);  // "fencing!"
 // The hash functions of 64-bit values, which fold them into 32 bits before
 // hashing (hash_int8() says why that matters).
 bool folds_int8(Oid fn) {
-    return fn == F_HASHINT8EXTENDED || fn == F_TIMESTAMP_HASH_EXTENDED || fn == F_TIME_HASH_EXTENDED;
+    return fn == F_HASHINT8EXTENDED || fn == F_TIMESTAMP_HASH_EXTENDED || fn == compat::kTimestamptzHashExtended ||
+           fn == F_TIME_HASH_EXTENDED;
 }
 
 // fencing.tombstones as this transaction uses it: the table and its index
