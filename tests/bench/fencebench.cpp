@@ -16,7 +16,8 @@
 //       machine moves with the load; CPU per operation much less.
 //
 //   fencebench pair WORKLOAD [--conninfo S] [--clients N] [--seconds S]
-//                   [--warmup S] [--offset N] [--slice N]
+//                   [--warmup S] [--offset N] [--slice N] [--resources N]
+//                   [--seed N]
 //       A single-row WORKLOAD (pair_insert, pair_delete) on two tables at once,
 //       interleaved: each client runs --slice (32) statements on the table
 //       with the no-op C trigger (<table>_noop), then as many on the
@@ -27,7 +28,9 @@
 //       does not move with its load as that of separate runs does. Prints a
 //       line per variant (variant=noop, variant=fencing): ops, ops_per_s
 //       (clients / mean latency: the rate of that variant alone), p50_us,
-//       p99_us, mean_us and backend_cpu_us.
+//       p99_us, mean_us and backend_cpu_us. pair_cycle does the same with
+//       --slice cycles of bare_cycle and of fence_cycle (variant=bare,
+//       variant=fencing) on random resources.
 //
 //   fencebench exec [--conninfo S] SQL...
 //       Runs each SQL statement in order on one connection and prints
@@ -56,6 +59,7 @@
 //                 (id from the table's sequence; suite G)
 //   pair_insert   single_insert on single_ins_noop and single_ins (pair only)
 //   pair_delete   single_delete on single_del_noop and single_del (pair only)
+//   pair_cycle    bare_cycle and fence_cycle (pair only; variants bare, fencing)
 //   single_delete BEGIN; SELECT fencing.use(2000000); DELETE FROM single_del
 //                 WHERE id = $1; COMMIT   (ids --offset + client + clients * k,
 //                 each once: the table must hold them; suite G)
@@ -658,6 +662,11 @@ public:
             pg_.prepare("use", "SELECT fencing.use(2000000)", 0);
             pg_.prepare("op0", "DELETE FROM single_del_noop WHERE id = $1", 1);
             pg_.prepare("op1", "DELETE FROM single_del WHERE id = $1", 1);
+        } else if (o.variant == "pair_cycle") {
+            pg_.prepare("op0", "SELECT pg_advisory_lock(hashtext($1))", 1);
+            pg_.prepare("end0", "SELECT pg_advisory_unlock(hashtext($1))", 1);
+            pg_.prepare("op1", "SELECT fencing.acquire($1)", 1);
+            pg_.prepare("end1", "SELECT fencing.release($1)", 1);
         } else {
             die("unknown pair workload " + o.variant);
         }
@@ -669,6 +678,12 @@ public:
         long affected = 0;
         if (o_.variant == "pair_insert") {
             pg_.run(name, {}, &affected);
+        } else if (o_.variant == "pair_cycle") {
+            // One acquire-and-release cycle of a random resource.
+            const std::string r = "r" + std::to_string(dist_(rng_));
+            if (pg_.run(name, {r.c_str()}).empty() && v == 1) die("acquire returned null");
+            if (pg_.run(v == 0 ? "end0" : "end1", {r.c_str()}) != "t") die("release returned false");
+            affected = 1;
         } else {
             std::string id = std::to_string(o_.offset + tid_ + static_cast<long>(o_.clients) * n_[v]++);
             pg_.exec("BEGIN");
@@ -684,6 +699,8 @@ private:
     int tid_;
     Pg pg_;
     long n_[2] = {0, 0};
+    std::mt19937_64 rng_{o_.seed * 1000003ULL + static_cast<unsigned long>(tid_)};
+    std::uniform_int_distribution<long> dist_{1, o_.resources};
 };
 
 struct PairResult {
@@ -735,7 +752,7 @@ int cmd_pair(const Options& o) {
     std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
     shared.phase.store(static_cast<int>(Phase::stop));
     for (auto& th : threads) th.join();
-    const char* names[2] = {"noop", "fencing"};
+    const char* names[2] = {o.variant == "pair_cycle" ? "bare" : "noop", "fencing"};
     for (int v = 0; v < 2; ++v) {
         std::vector<double> all;
         long long cpu = 0;

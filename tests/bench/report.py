@@ -179,8 +179,18 @@ for lbl, suite, num, den, p, cpu, wall, rate, goal in WRITES:
         continue
     target(suite, f"{lbl}: backend CPU fencing / no-op C trigger", f"{fx(c)} (wall: {fx(t)})", f"<= {goal:.2f}x",
            None if c is None else c <= goal)
-r = paired("A", "fence_cycle", "bare_cycle", "", "ops_per_s")
-target("A", "acquire+release cycles: fencing vs bare advisory locks, 1.2 goal", fx(r), ">= 0.9x", None if r is None else r >= 0.9)
+# The 1.2 goal, from the cycles of both kinds run at the same moments
+# (fencebench pair), when the run has them: separate runs of the two moved
+# by a fifth from one batch of rounds to the next on the same build.
+if values("A_pair", "fencing", "", "ops_per_s"):
+    r = paired("A_pair", "fencing", "bare", "", "ops_per_s")
+    c = paired("A_pair", "bare", "fencing", "", "backend_cpu_us")
+    target("A", "acquire+release cycles: fencing vs bare advisory locks at the same moments, 1.2 goal",
+           with_cpu(r, c, "backend CPU"), ">= 0.9x", None if r is None else r >= 0.9)
+else:
+    r = paired("A", "fence_cycle", "bare_cycle", "", "ops_per_s")
+    target("A", "acquire+release cycles: fencing vs bare advisory locks, 1.2 goal", fx(r), ">= 0.9x",
+           None if r is None else r >= 0.9)
 
 if values("E", "base_cycle", "", "ops_per_s"):
     r = paired("E", "fence_cycle", "base_cycle", "", "ops_per_s")
@@ -379,6 +389,19 @@ if a_fence or a_recipe or a_bare:
     w("\nServer CPU: on-CPU time of the clients' backends plus the WAL writer per cycle (from /proc/PID/schedstat); "
       "it moves much less with the machine's other load than throughput does.")
     w("")
+    if values("A_pair", "fencing", "", "ops_per_s"):
+        w("The same two cycles at the same moments (`fencebench pair pair_cycle`): each client alternates 32 "
+          "`fence_cycle`s and 32 `bare_cycle`s on one connection and reads its backend's CPU time between them. "
+          "Cycles/s = clients / mean cycle time of that variant.\n")
+        w("| variant | cycles/s | p50 µs | p99 µs | backend CPU µs/cycle | fencing / variant, throughput | "
+          "fencing / variant, backend CPU |\n|---|---:|---:|---:|---:|---:|---:|")
+        for v, lbl in (("fencing", "fencing: `acquire($1)`; `release($1)`"),
+                       ("bare", "bare: `pg_advisory_lock`; `pg_advisory_unlock` (no token)")):
+            w(f"| {lbl} | {fmt(med('A_pair', v, '', 'ops_per_s'))} | {fmt(med('A_pair', v, '', 'p50_us'))} | "
+              f"{fmt(med('A_pair', v, '', 'p99_us'))} | {fmt(med('A_pair', v, '', 'backend_cpu_us'), 1)} | "
+              f"{fx(paired('A_pair', 'fencing', v, '', 'ops_per_s'))} | "
+              f"{fx(paired('A_pair', 'fencing', v, '', 'backend_cpu_us'))} |")
+        w("")
 
 if values("E", "fence_cycle", "", "ops_per_s"):
     w("## E. Lock options: lock_delay, shared holds, permits\n")

@@ -322,6 +322,9 @@ for r in $(seq 1 "$CYCLE_ROUNDS"); do
   for v in $(order "$r" fence_cycle recipe_cycle bare_cycle); do
     fb A "" "$r" "$v" --conninfo "$(conn bench)" --clients 2 --resources 10000 --seconds "$CYCLE_SECS"
   done
+  # The 1.2 goal's ratio, fencing and bare cycles at the same moments.
+  fb_pair A_pair "" "$r" pair_cycle --conninfo "$(conn bench)" --clients 2 --resources 10000 --seed "$SEED" \
+    --seconds "$(awk -v s="$CYCLE_SECS" 'BEGIN { print 2 * s }')"
 done
 
 # ======================================================================== G ==
