@@ -68,3 +68,48 @@ DROP ROLE regress_fencing_t13_ops, regress_fencing_t13_app;
 BEGIN READ ONLY;
 SELECT fencing.forget('0');
 ROLLBACK;
+
+-- (1.2) A grant is recorded outside the transaction (in place, or in a
+-- frozen row), so it cannot build on a row version the transaction may
+-- still roll back: a resource whose fence state row this transaction
+-- deleted (forget(), or SQL) or wrote is not acquired in it (25000).
+-- Before 1.2 the rollback left the resource two rows under its primary key,
+-- and current() the older token while the newer grant was held.
+SELECT fencing.acquire('t13:own') AS own1 \gset
+SELECT fencing.release('t13:own');
+BEGIN;
+SELECT fencing.forget('0') >= 1 AS forgot_own;
+SELECT fencing.acquire('t13:own');
+ROLLBACK;
+BEGIN;
+SELECT fencing.forget('0') >= 1 AS forgot_own;
+SELECT fencing.try_acquire_xact('t13:own');
+ROLLBACK;
+BEGIN;
+SAVEPOINT s;
+SELECT fencing.forget('0') >= 1 AS forgot_own;
+RELEASE SAVEPOINT s;
+SELECT fencing.acquire_xact('t13:own');
+ROLLBACK;
+BEGIN;
+DELETE FROM fencing.fence_state WHERE resource = 't13:own';
+SELECT fencing.acquire('t13:own');
+ROLLBACK;
+BEGIN;
+UPDATE fencing.fence_state SET lease_ms = 0 WHERE resource = 't13:own';
+SELECT fencing.acquire('t13:own');
+ROLLBACK;
+SELECT count(*) AS own_rows, min(token) = :own1 AS own_row_kept
+  FROM fencing.fence_state WHERE resource = 't13:own';
+-- A forget() rolled back to a savepoint deleted nothing: the acquisition
+-- goes ahead, and its grant outlives the transaction's rollback.
+BEGIN;
+SAVEPOINT s;
+SELECT fencing.forget('0') >= 1 AS forgot_own;
+ROLLBACK TO SAVEPOINT s;
+SELECT fencing.acquire('t13:own') > :own1 AS acquired_after_rollback_to;
+ROLLBACK;
+SELECT count(*) AS own_rows, fencing.current('t13:own') > :own1 AS current_is_the_grant,
+       fencing.validate('t13:own', fencing.current('t13:own')) = fencing.current('t13:own') AS held_token_valid
+  FROM fencing.fence_state WHERE resource = 't13:own';
+SELECT fencing.release('t13:own');

@@ -66,6 +66,47 @@ TransactionId row_writer_in_progress(Relation rel, Oid index, std::uint64_t key,
     return writer;
 }
 
+// Whether this transaction (or one of its subtransactions) wrote this row
+// version: a restore's INSERT, a superuser's UPDATE, a rekeying. The
+// module's own rows are inserted frozen.
+bool written_here(HeapTupleHeader h) {
+    return !HeapTupleHeaderXminFrozen(h) && TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(h));
+}
+
+// Whether this transaction deleted (or updated) a row of (KEY, RESOURCE):
+// fencing.forget(), or SQL. Such a row is invisible here and comes back if
+// the transaction rolls back.
+bool deleted_here(Relation rel, Oid index, std::uint64_t key, const char* resource, int len) {
+    ScanKeyData skey[2];
+    row_scan_keys(skey, key, resource, len);
+    SysScanDesc scan = systable_beginscan(rel, index, true, SnapshotAny, 2, skey);
+    bool found = false;
+    HeapTuple tup;
+    while (!found && HeapTupleIsValid(tup = systable_getnext(scan))) {
+        const HeapTupleHeader h = tup->t_data;
+        found = !(h->t_infomask & HEAP_XMAX_INVALID) && !HEAP_XMAX_IS_LOCKED_ONLY(h->t_infomask) &&
+                TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetUpdateXid(h));
+    }
+    systable_endscan(scan);
+    return found;
+}
+
+// A grant is recorded outside the transaction (in place, or in a frozen
+// row): built on a row version this transaction may still roll back, it
+// would be lost with that version, or leave the resource a second row
+// beside the one a rollback brings back.
+[[noreturn]] void report_changed_here(const char* resource, int len) {
+    ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+                    errmsg("cannot acquire fencing lock on resource \"%.*s\" in a transaction that changed its fence "
+                           "state",
+                           len, resource),
+                    errdetail("This transaction deleted or wrote the resource's row in fencing.fence_state "
+                              "(fencing.forget() or SQL); a grant is recorded outside the transaction and would not "
+                              "be undone with that change."),
+                    errhint("Commit or roll back the transaction first, then acquire the resource.")));
+    pg_unreachable();
+}
+
 // Whether a row of any resource carries this key.
 bool key_in_use(Relation rel, Oid index, std::uint64_t key) {
     ScanKeyData skey;
@@ -200,7 +241,7 @@ bool record_by_hint(Relation rel, std::uint64_t key, const char* resource, int l
             tup.t_self = tid;
             tup.t_tableOid = RelationGetRelid(rel);
             ok = !(tup.t_data->t_infomask & HEAP_HASNULL) && HeapTupleSatisfiesVisibility(&tup, SnapshotSelf, buf) &&
-                 row_is(&tup, RelationGetDescr(rel), key, resource, len);
+                 !written_here(tup.t_data) && row_is(&tup, RelationGetDescr(rel), key, resource, len);
         }
     }
     LockBuffer(buf, BUFFER_LOCK_UNLOCK);
@@ -270,6 +311,7 @@ Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char*
     bool behind = false;
     PG_TRY();
     {
+        if (written_here(old->t_data)) report_changed_here(resource, len);
         *stored = token_field(old);
         behind = *stored >= token;
         if (!behind) overwrite_fields(old, key, token, granted_at, lease_ms);
@@ -294,6 +336,7 @@ Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char*
 
 bool insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource, int len, std::int64_t token,
                 std::int32_t granted_at, std::int32_t lease_ms) {
+    if (deleted_here(rel, index, key, resource, len)) report_changed_here(resource, len);
     if (const TransactionId writer = row_writer_in_progress(rel, index, key, resource, len);
         TransactionIdIsValid(writer)) {
         XactLockTableWait(writer, nullptr, nullptr, XLTW_None);
