@@ -113,3 +113,50 @@ SELECT count(*) AS own_rows, fencing.current('t13:own') > :own1 AS current_is_th
        fencing.validate('t13:own', fencing.current('t13:own')) = fencing.current('t13:own') AS held_token_valid
   FROM fencing.fence_state WHERE resource = 't13:own';
 SELECT fencing.release('t13:own');
+
+-- (1.2) Nor in a transaction that gave the fence state, its index or the
+-- token counter new storage (25000): a rollback brings the old storage back
+-- without the grant. Before 1.2, a grant after TRUNCATE or CLUSTER was lost
+-- with it (validate() then refused the held token), a first grant after
+-- REINDEX left a row outside the index (a second row followed, and REINDEX
+-- failed), and tokens drawn after ALTER SEQUENCE ... RESTART were above
+-- those the old counter went on to issue.
+BEGIN;
+TRUNCATE fencing.fence_state;
+SELECT fencing.acquire('t13:own');
+ROLLBACK;
+BEGIN;
+CLUSTER fencing.fence_state USING fence_state_pkey;
+SELECT fencing.acquire_xact('t13:own');
+ROLLBACK;
+BEGIN;
+REINDEX TABLE fencing.fence_state;
+SELECT fencing.acquire('t13:first');
+ROLLBACK;
+BEGIN;
+REINDEX INDEX fencing.fence_state_pkey;
+SELECT fencing.try_acquire_xact('t13:first');
+ROLLBACK;
+BEGIN;
+ALTER SEQUENCE fencing.token_seq RESTART;
+SELECT fencing.acquire_xact('t13:own');
+ROLLBACK;
+-- A grant of a resource that has its row writes no index: it goes ahead.
+BEGIN;
+REINDEX TABLE fencing.fence_state;
+SELECT fencing.acquire_xact('t13:own') > :own1 AS reindexed_then_granted;
+ROLLBACK;
+-- Rolled back to a savepoint, the old storage is back: acquisitions go ahead.
+BEGIN;
+SAVEPOINT s;
+TRUNCATE fencing.fence_state;
+ALTER SEQUENCE fencing.token_seq RESTART;
+ROLLBACK TO SAVEPOINT s;
+SELECT fencing.acquire_xact('t13:own') > :own1 AS granted_after_rollback_to;
+ROLLBACK;
+SELECT count(*) FILTER (WHERE resource = 't13:own') AS own_rows,
+       count(*) FILTER (WHERE resource = 't13:first') AS first_rows
+  FROM fencing.fence_state;
+SELECT fencing.acquire('t13:first') > fencing.current('t13:own') AS first_grant_newest;
+SELECT fencing.release('t13:first');
+REINDEX TABLE fencing.fence_state;

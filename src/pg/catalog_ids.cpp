@@ -140,6 +140,19 @@ std::uint64_t fence_oids_generation() { return fence_generation; }
 
 Oid state_index() { return fence_oids().index; }
 
+void check_storage_kept(Relation rel) {
+    if (!compat::storage_replaced_in_xact(rel)) return;
+    const char* nsp = get_namespace_name(RelationGetNamespace(rel));
+    const char* name = RelationGetRelationName(rel);
+    ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+                    errmsg("cannot issue a fencing token in a transaction that gave \"%s.%s\" new storage", nsp, name),
+                    errdetail("This transaction replaced the storage of \"%s.%s\" (TRUNCATE, CLUSTER, REINDEX, ALTER "
+                              "... SET TABLESPACE, ALTER SEQUENCE ... RESTART). Tokens and grants are recorded outside "
+                              "the transaction, and its rollback would bring the old storage back without them.",
+                              nsp, name),
+                    errhint("Commit or roll back the transaction first.")));
+}
+
 void check_fence_state_layout(Relation rel) {
     const TupleDesc d = RelationGetDescr(rel);
     const bool ok = d->natts == kNatts && att_type(d, kAttKey) == INT8OID && att_type(d, kAttToken) == INT8OID &&

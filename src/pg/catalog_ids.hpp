@@ -88,6 +88,13 @@ Oid state_index();
 // layout") when the table's columns are not the ones below.
 // ---------------------------------------------------------------------------
 
+// Tokens and grants are recorded outside the transaction (the counter's
+// page, the fence state's rows in place or frozen, their index entries):
+// none may go into storage of REL that the current transaction replaced,
+// which its rollback would swap back for the old storage without them.
+// Errors (25000) when it did.
+void check_storage_kept(Relation rel);
+
 // Column numbers of fencing.fence_state.
 constexpr int kAttKey = 1, kAttToken = 2, kAttGrantedAt = 3, kAttLease = 4, kAttResource = 5;
 constexpr int kNatts = 5;

@@ -96,6 +96,19 @@ inline RelFile rel_file(Relation rel) {
 #endif
 }
 
+// Whether the current transaction gave the relation new storage
+// (TRUNCATE, CLUSTER, REINDEX, SET TABLESPACE, ALTER SEQUENCE ... RESTART)
+// that its rollback would undo, bringing the earlier storage back: the
+// relcache's record of it, which RelationNeedsWAL() reads too (16 renamed
+// rd_firstRelfilenodeSubid to rd_firstRelfilelocatorSubid).
+inline bool storage_replaced_in_xact(Relation rel) {
+#if PG_VERSION_NUM >= 160000
+    return rel->rd_firstRelfilelocatorSubid != InvalidSubTransactionId;
+#else
+    return rel->rd_firstRelfilenodeSubid != InvalidSubTransactionId;
+#endif
+}
+
 // The timeline WAL is inserted on (15 replaced the variable ThisTimeLineID
 // with this function; every release supported has it).
 inline TimeLineID wal_insertion_timeline() { return GetWALInsertionTimeLine(); }

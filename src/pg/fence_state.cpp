@@ -29,6 +29,7 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
 
     Relation rel = table_open(state_oid, RowExclusiveLock);
     check_fence_state_layout(rel);
+    check_storage_kept(rel);
     const Oid index_oid = state_index();
     // The lock was taken under the key of the secret this backend knew; a
     // new secret committed meanwhile (which had to wait for no lock to be

@@ -337,6 +337,17 @@ Recorded record_in_place(Relation rel, Oid index, std::uint64_t key, const char*
 bool insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource, int len, std::int64_t token,
                 std::int32_t granted_at, std::int32_t lease_ms) {
     if (deleted_here(rel, index, key, resource, len)) report_changed_here(resource, len);
+    // The row is frozen, its index entries are not undone: none may go into
+    // an index this transaction rebuilt (REINDEX), whose rollback would
+    // leave the row out of the old one.
+    List* indexes = RelationGetIndexList(rel);
+    ListCell* lc;
+    foreach (lc, indexes) {
+        Relation irel = index_open(lfirst_oid(lc), RowExclusiveLock);
+        check_storage_kept(irel);
+        index_close(irel, RowExclusiveLock);
+    }
+    list_free(indexes);
     if (const TransactionId writer = row_writer_in_progress(rel, index, key, resource, len);
         TransactionIdIsValid(writer)) {
         XactLockTableWait(writer, nullptr, nullptr, XLTW_None);
