@@ -144,6 +144,15 @@ SELECT fencing.acquire('t11:a') AS a2 \gset
 SELECT :'a2'::fencing.token > :'a1'::fencing.token AS a2_newer, fencing.current('t11:a') = :'a2' AS current_is_a2;
 SELECT fencing.release('t11:a');
 
+-- (1.2) The exception for a statement that calls acquire_xact twice (an
+-- UPDATE's SET list evaluated again) covers statements sent together in one
+-- query string (psql's \;): PostgreSQL gives them the message's time. Sent
+-- as a message of its own, a repetition is refused (55006).
+BEGIN;
+SELECT fencing.acquire_xact('t11:message') > 0 AS first \; SELECT fencing.acquire_xact('t11:message') = fencing.current('t11:message') AS same_message_nests;
+SELECT pg_temp.sqlstate_of('SELECT fencing.acquire_xact(''t11:message'')') AS next_message;
+ROLLBACK;
+
 -- acquire returns a token that reads back as bigint.
 SELECT fencing.acquire('t11:cast')::bigint > 0 AS as_bigint, pg_typeof(fencing.acquire('t11:cast', reentrant => true)::bigint);
 CREATE TABLE t11_bigint (n bigint);
