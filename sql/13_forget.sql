@@ -160,3 +160,29 @@ SELECT count(*) FILTER (WHERE resource = 't13:own') AS own_rows,
 SELECT fencing.acquire('t13:first') > fencing.current('t13:own') AS first_grant_newest;
 SELECT fencing.release('t13:first');
 REINDEX TABLE fencing.fence_state;
+
+-- (1.2) Nor in one that put a counter or a fence state of its own in place
+-- of the extension's (created in the transaction): its rollback brings the
+-- old ones back, without what was recorded in the new ones.
+BEGIN;
+ALTER SEQUENCE fencing.token_seq RENAME TO token_seq_old;
+CREATE SEQUENCE fencing.token_seq;
+SELECT fencing.acquire_xact('t13:own');
+ROLLBACK;
+BEGIN;
+ALTER TABLE fencing.fence_state RENAME TO fence_state_old;
+ALTER INDEX fencing.fence_state_pkey RENAME TO fence_state_old_pkey;
+CREATE TABLE fencing.fence_state (LIKE fencing.fence_state_old INCLUDING ALL);
+SELECT fencing.acquire('t13:own');
+ROLLBACK;
+BEGIN;
+ALTER SEQUENCE fencing.token_seq SET UNLOGGED;
+SELECT fencing.acquire('t13:own');
+ROLLBACK;
+SELECT fencing.acquire('t13:own') > :own1 AS own_granted, fencing.release('t13:own');
+-- (1.2) An unlogged fence state, which crash recovery would empty, takes no
+-- grant (XX001) until it is logged again.
+ALTER TABLE fencing.fence_state SET UNLOGGED;
+SELECT fencing.acquire('t13:own');
+ALTER TABLE fencing.fence_state SET LOGGED;
+SELECT fencing.acquire('t13:own') > :own1 AS logged_again, fencing.release('t13:own');

@@ -153,3 +153,43 @@ TRUNCATE fencing.key_secret;
 SELECT count(*) FILTER (WHERE key <> fencing.resource_key(resource)) AS rows_with_old_keys
   FROM fencing.fence_state;
 DROP TABLE t14_rows;
+
+-- (1.2) No fencing lock is taken under a secret the transaction set and may
+-- still roll back (25000): after the rollback its keys are nobody's, and
+-- the lock would exclude no other session. Before 1.2, a first grant there
+-- left its row under the rolled-back key, validate() refused the held token,
+-- another session acquired the same resource at once, and every later
+-- replacement of the secret failed.
+SELECT fencing.acquire('t14:secret') AS sec1 \gset
+SELECT fencing.release('t14:secret');
+BEGIN;
+INSERT INTO fencing.key_secret DEFAULT VALUES;
+SELECT fencing.acquire('t14:secret:new');
+ROLLBACK;
+BEGIN;
+INSERT INTO fencing.key_secret DEFAULT VALUES;
+SELECT fencing.try_acquire_xact('t14:secret', shared => true);
+ROLLBACK;
+BEGIN;
+UPDATE fencing.key_secret SET secret = NULL;
+SELECT fencing.validate('t14:secret', :sec1);
+ROLLBACK;
+BEGIN;
+SAVEPOINT s;
+INSERT INTO fencing.key_secret DEFAULT VALUES;
+RELEASE SAVEPOINT s;
+SELECT fencing.acquire_xact('t14:secret', permits => 2);
+ROLLBACK;
+-- Rolled back to a savepoint, the secret is the old one again.
+BEGIN;
+SAVEPOINT s;
+INSERT INTO fencing.key_secret DEFAULT VALUES;
+ROLLBACK TO SAVEPOINT s;
+SELECT fencing.acquire_xact('t14:secret') > :sec1 AS granted_under_old_secret;
+COMMIT;
+SELECT count(*) AS secret_rows, count(*) FILTER (WHERE key <> fencing.resource_key(resource)) AS rows_with_old_keys
+  FROM fencing.fence_state WHERE resource LIKE 't14:secret%';
+SELECT * FROM fencing.locks WHERE resource LIKE 't14:secret%' OR resource IS NULL;
+-- A committed replacement works as before.
+INSERT INTO fencing.key_secret DEFAULT VALUES;
+SELECT fencing.acquire('t14:secret') > :sec1 AS granted_after_commit, fencing.release('t14:secret');

@@ -141,14 +141,15 @@ std::uint64_t fence_oids_generation() { return fence_generation; }
 Oid state_index() { return fence_oids().index; }
 
 void check_storage_kept(Relation rel) {
-    if (!compat::storage_replaced_in_xact(rel)) return;
+    if (!compat::storage_new_in_xact(rel)) return;
     const char* nsp = get_namespace_name(RelationGetNamespace(rel));
     const char* name = RelationGetRelationName(rel);
     ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
                     errmsg("cannot issue a fencing token in a transaction that gave \"%s.%s\" new storage", nsp, name),
-                    errdetail("This transaction replaced the storage of \"%s.%s\" (TRUNCATE, CLUSTER, REINDEX, ALTER "
-                              "... SET TABLESPACE, ALTER SEQUENCE ... RESTART). Tokens and grants are recorded outside "
-                              "the transaction, and its rollback would bring the old storage back without them.",
+                    errdetail("This transaction created \"%s.%s\" or replaced its storage (CREATE EXTENSION, "
+                              "TRUNCATE, CLUSTER, REINDEX, ALTER ... SET TABLESPACE, ALTER SEQUENCE ... RESTART). "
+                              "Tokens and grants are recorded outside the transaction, and its rollback would bring "
+                              "back what was there before, without them.",
                               nsp, name),
                     errhint("Commit or roll back the transaction first.")));
 }

@@ -90,9 +90,10 @@ Oid state_index();
 
 // Tokens and grants are recorded outside the transaction (the counter's
 // page, the fence state's rows in place or frozen, their index entries):
-// none may go into storage of REL that the current transaction replaced,
-// which its rollback would swap back for the old storage without them.
-// Errors (25000) when it did.
+// none may go into storage of REL that the current transaction made (a
+// relation it created, new storage it gave one), which its rollback would
+// swap back for what was there before, without them. Errors (25000) when
+// it did.
 void check_storage_kept(Relation rel);
 
 // Column numbers of fencing.fence_state.

@@ -144,12 +144,12 @@ Issued next_counter_value(Oid seq, std::int64_t floor, core::FloorReach reach) {
     // RowExclusiveLock, as nextval takes; the buffer lock serialises all
     // changes of the counter (ours, and setval's by hand).
     Relation rel = relation_open(seq, RowExclusiveLock);
+    // A counter made in this transaction (ALTER SEQUENCE ... RESTART, or a
+    // sequence created in its place) is a new page: its rollback would
+    // bring back the old one, below the tokens the new one handed out.
+    check_storage_kept(rel);
     if (rel->rd_rel->relkind != RELKIND_SEQUENCE || !RelationNeedsWAL(rel))
         ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.token_seq is not a logged sequence")));
-    // A counter restarted in this transaction (ALTER SEQUENCE ... RESTART)
-    // is a new page: its rollback would bring back the old one, below the
-    // tokens the new one handed out.
-    check_storage_kept(rel);
     // Read before the buffer lock: it may read a catalog.
     const XLogRecPtr born = incarnation_lsn();
     Buffer buf;

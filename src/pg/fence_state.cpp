@@ -30,6 +30,11 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
     Relation rel = table_open(state_oid, RowExclusiveLock);
     check_fence_state_layout(rel);
     check_storage_kept(rel);
+    // Emptied by crash recovery, an unlogged fence state would forget every
+    // grant (ALTER TABLE ... SET UNLOGGED by a superuser).
+    if (rel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT)
+        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.fence_state is not a logged table"),
+                        errhint("Make it logged again: ALTER TABLE fencing.fence_state SET LOGGED.")));
     const Oid index_oid = state_index();
     // The lock was taken under the key of the secret this backend knew; a
     // new secret committed meanwhile (which had to wait for no lock to be

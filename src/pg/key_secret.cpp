@@ -25,6 +25,10 @@ struct Cached {
     bool valid = false;
     std::uint64_t generation = 0;
     core::KeySecret secret;
+    // The row's inserting transaction (InvalidTransactionId when frozen):
+    // while it is the current one, the secret is this transaction's own,
+    // uncommitted replacement (or CREATE EXTENSION's first secret).
+    TransactionId xmin = InvalidTransactionId;
 };
 Cached cached;
 
@@ -52,11 +56,13 @@ const core::KeySecret& current_secret() {
     int rows = 0;
     bool well_formed = true;
     unsigned char bytes[core::kSecretBytes];
+    TransactionId xmin = InvalidTransactionId;
     HeapTuple tup;
     while (HeapTupleIsValid(tup = systable_getnext(scan))) {
         bool isnull = false;
         Datum d = heap_getattr(tup, kAttSecret, RelationGetDescr(rel), &isnull);
         ++rows;
+        if (!HeapTupleHeaderXminFrozen(tup->t_data)) xmin = HeapTupleHeaderGetRawXmin(tup->t_data);
         if (isnull || !secret_bytes(d, bytes)) well_formed = false;
     }
     systable_endscan(scan);
@@ -70,7 +76,7 @@ const core::KeySecret& current_secret() {
     if (rows > 1 || !well_formed)
         ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.key_secret is malformed"),
                         errdetail("It holds %d rows; it must hold one, of 16 bytes.", rows)));
-    cached = Cached{true, generation, core::secret_from_bytes(bytes)};
+    cached = Cached{true, generation, core::secret_from_bytes(bytes), xmin};
     return cached.secret;
 }
 
@@ -189,6 +195,18 @@ void delete_other_secrets(Relation rel, ItemPointer keep) {
 
 std::uint64_t resource_key_of(const char* data, int len) {
     return core::resource_key(current_secret(), data, static_cast<std::size_t>(len));
+}
+
+void refuse_if_secret_new_here() {
+    // Read by resource_key_of() in this very call, as a rule.
+    if (!cached.valid) (void)current_secret();
+    if (!TransactionIdIsValid(cached.xmin) || !TransactionIdIsCurrentTransactionId(cached.xmin)) return;
+    ereport(ERROR,
+            (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+             errmsg("cannot take a fencing lock in a transaction that set the resource key secret"),
+             errdetail("This transaction wrote the secret (INSERT INTO fencing.key_secret, or CREATE EXTENSION). "
+                       "Locks taken under its keys would outlast a rollback that brings the old keys back."),
+             errhint("Commit or roll back the transaction first.")));
 }
 
 void check_key_current(std::uint64_t key, const char* data, int len) {

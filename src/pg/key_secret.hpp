@@ -24,4 +24,10 @@ std::uint64_t resource_key_of(const char* data, int len);
 // while a new secret was being committed.
 void check_key_current(std::uint64_t key, const char* data, int len);
 
+// Errors (25000) in a transaction that wrote the secret itself, not yet
+// committed: every fencing lock it took (a grant, a validate() guard) would
+// be keyed by a secret its rollback undoes, and exclude nobody after it.
+// Call it after resource_key_of() (it reads the secret that call loaded).
+void refuse_if_secret_new_here();
+
 }  // namespace fencing::pg

@@ -9,6 +9,7 @@
 #include "pg/bridge.hpp"
 #include "pg/events.hpp"
 #include "pg/fence_state.hpp"
+#include "pg/key_secret.hpp"
 #include "pg/lock_options.hpp"
 #include "pg/retirement.hpp"
 #include "pg/lock_tags.hpp"
@@ -235,6 +236,8 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
                         errhint("Acquire fencing locks in an ordinary connection.")));
     // (1.2) Nor in a retired database (the old primary of a cut-over).
     retirement::refuse_if_retired();
+    // (1.2) Nor under a secret this transaction set and may roll back.
+    refuse_if_secret_new_here();
     const core::LockOptions opts = lock_options_arg(fcinfo, try_only);
     // The supervisor enforces leases and keeps lock-delays.
     if (lease_ms > 0) supervisor::require("leases");
@@ -493,6 +496,7 @@ FENCING_FUNCTION(fencing_validate) {
                  errdetail("No token was presented for resource \"%.*s\" (the token is null).", r.len, r.data),
                  errhint("Acquire the resource with fencing.acquire() and use the token it returns.")));
         std::int64_t token = PG_GETARG_INT64(1);
+        refuse_if_secret_new_here();
         // The guard first, then the check: an acquisition that has not yet
         // issued its token now waits for this transaction to end, and one
         // that has issued it makes the check below fail.
