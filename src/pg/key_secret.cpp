@@ -198,6 +198,8 @@ std::uint64_t resource_key_of(const char* data, int len) {
 }
 
 void refuse_if_secret_new_here() {
+    // A transaction that wrote anything has a transaction id.
+    if (!TransactionIdIsValid(GetTopTransactionIdIfAny())) return;
     // Read by resource_key_of() in this very call, as a rule.
     if (!cached.valid) (void)current_secret();
     if (!TransactionIdIsValid(cached.xmin) || !TransactionIdIsCurrentTransactionId(cached.xmin)) return;
