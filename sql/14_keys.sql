@@ -193,3 +193,14 @@ SELECT * FROM fencing.locks WHERE resource LIKE 't14:secret%' OR resource IS NUL
 -- A committed replacement works as before.
 INSERT INTO fencing.key_secret DEFAULT VALUES;
 SELECT fencing.acquire('t14:secret') > :sec1 AS granted_after_commit, fencing.release('t14:secret');
+-- (1.2) Nor under a secret table put in the place of the extension's in
+-- the transaction (the row is frozen by COPY FREEZE: its definition counts).
+BEGIN;
+ALTER TABLE fencing.key_secret RENAME TO key_secret_real;
+CREATE TABLE fencing.key_secret (secret bytea NOT NULL);
+COPY fencing.key_secret FROM stdin WITH (FREEZE);
+\\x00112233445566778899aabbccddee00
+\.
+SELECT fencing.acquire('t14:secret');
+ROLLBACK;
+SELECT fencing.acquire('t14:secret') > :sec1 AS granted_under_the_secret, fencing.release('t14:secret');

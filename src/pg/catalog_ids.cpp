@@ -140,18 +140,37 @@ std::uint64_t fence_oids_generation() { return fence_generation; }
 
 Oid state_index() { return fence_oids().index; }
 
-void check_storage_kept(Relation rel) {
-    if (!compat::storage_new_in_xact(rel)) return;
-    const char* nsp = get_namespace_name(RelationGetNamespace(rel));
-    const char* name = RelationGetRelationName(rel);
-    ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
-                    errmsg("cannot issue a fencing token in a transaction that gave \"%s.%s\" new storage", nsp, name),
-                    errdetail("This transaction created \"%s.%s\" or replaced its storage (CREATE EXTENSION, "
-                              "TRUNCATE, CLUSTER, REINDEX, ALTER ... SET TABLESPACE, ALTER SEQUENCE ... RESTART). "
-                              "Tokens and grants are recorded outside the transaction, and its rollback would bring "
-                              "back what was there before, without them.",
-                              nsp, name),
-                    errhint("Commit or roll back the transaction first.")));
+bool defined_here(Oid relid) {
+    HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+    if (!HeapTupleIsValid(tup)) return false;
+    const HeapTupleHeader h = tup->t_data;
+    const bool mine =
+        !HeapTupleHeaderXminFrozen(h) && TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(h));
+    ReleaseSysCache(tup);
+    return mine;
+}
+
+void refuse_if_defined_here(Oid relid) {
+    if (!defined_here(relid)) return;
+    const char* nsp = get_namespace_name(get_rel_namespace(relid));
+    const char* name = get_rel_name(relid);
+    ereport(ERROR,
+            (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+             errmsg("cannot use fencing locks or tokens in a transaction that changed \"%s.%s\"", nsp, name),
+             errdetail("This transaction created, altered, renamed or rewrote \"%s.%s\" (CREATE EXTENSION, ALTER, "
+                       "TRUNCATE, CLUSTER, REINDEX, ALTER SEQUENCE ... RESTART). Tokens and grants are recorded "
+                       "outside the transaction, and its rollback would bring back what was there before, without "
+                       "them.",
+                       nsp, name),
+             errhint("Commit or roll back the transaction first.")));
+}
+
+void refuse_if_fence_defined_here() {
+    if (!TransactionIdIsValid(GetTopTransactionIdIfAny())) return;
+    static constexpr FencingRel kRels[] = {FencingRel::fence_state, FencingRel::fence_state_pkey, FencingRel::token_seq,
+                                           FencingRel::key_secret};
+    for (const FencingRel which : kRels)
+        if (const Oid relid = fencing_relation(which); OidIsValid(relid)) refuse_if_defined_here(relid);
 }
 
 void check_fence_state_layout(Relation rel) {

@@ -89,12 +89,22 @@ Oid state_index();
 // ---------------------------------------------------------------------------
 
 // Tokens and grants are recorded outside the transaction (the counter's
-// page, the fence state's rows in place or frozen, their index entries):
-// none may go into storage of REL that the current transaction made (a
-// relation it created, new storage it gave one), which its rollback would
-// swap back for what was there before, without them. Errors (25000) when
-// it did.
-void check_storage_kept(Relation rel);
+// page, the fence state's rows in place or frozen, their index entries), and
+// locks are keyed by the secret: none may rest on a definition of these
+// relations that the current transaction wrote, which its rollback would
+// undo. A transaction writes a relation's pg_class row whenever it creates,
+// alters, renames, moves, truncates, clusters or reindexes it (statistics
+// are written in place and do not count).
+//
+// Whether the current transaction wrote RELID's pg_class row.
+bool defined_here(Oid relid);
+// Errors (25000) when it did.
+void refuse_if_defined_here(Oid relid);
+// Errors (25000) when the current transaction wrote the definition of
+// fencing.fence_state, its primary key, fencing.token_seq or
+// fencing.key_secret (or of what stands under those names now). Free in a
+// transaction without a transaction id, which wrote nothing.
+void refuse_if_fence_defined_here();
 
 // Column numbers of fencing.fence_state.
 constexpr int kAttKey = 1, kAttToken = 2, kAttGrantedAt = 3, kAttLease = 4, kAttResource = 5;

@@ -143,11 +143,11 @@ Issued next_counter_value(Oid seq, std::int64_t floor, core::FloorReach reach) {
                         errmsg("cannot acquire a fencing lock in a read-only transaction")));
     // RowExclusiveLock, as nextval takes; the buffer lock serialises all
     // changes of the counter (ours, and setval's by hand).
-    Relation rel = relation_open(seq, RowExclusiveLock);
     // A counter made in this transaction (ALTER SEQUENCE ... RESTART, or a
-    // sequence created in its place) is a new page: its rollback would
-    // bring back the old one, below the tokens the new one handed out.
-    check_storage_kept(rel);
+    // sequence put in its place) is a new page: its rollback would bring
+    // back the old one, below the tokens the new one handed out.
+    refuse_if_fence_defined_here();
+    Relation rel = relation_open(seq, RowExclusiveLock);
     if (rel->rd_rel->relkind != RELKIND_SEQUENCE || !RelationNeedsWAL(rel))
         ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.token_seq is not a logged sequence")));
     // Read before the buffer lock: it may read a catalog.

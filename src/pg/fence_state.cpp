@@ -29,7 +29,6 @@ std::int64_t issue_token(std::uint64_t key, const char* resource, int len, std::
 
     Relation rel = table_open(state_oid, RowExclusiveLock);
     check_fence_state_layout(rel);
-    check_storage_kept(rel);
     // Emptied by crash recovery, an unlogged fence state would forget every
     // grant (ALTER TABLE ... SET UNLOGGED by a superuser).
     if (rel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT)

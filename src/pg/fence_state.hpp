@@ -27,6 +27,7 @@ struct StateRow {
     std::int64_t token = 0;
     std::int32_t granted_at = 0;  // seconds since 2000-01-01 UTC
     std::int32_t lease_ms = 0;
+    bool written_here = false;  // the row version was written by this transaction (SQL), not by the module
 };
 
 // Next token for the resource; records it as the resource's latest token.

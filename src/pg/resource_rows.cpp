@@ -95,6 +95,8 @@ bool deleted_here(Relation rel, Oid index, std::uint64_t key, const char* resour
 // row): built on a row version this transaction may still roll back, it
 // would be lost with that version, or leave the resource a second row
 // beside the one a rollback brings back.
+}  // namespace
+
 [[noreturn]] void report_changed_here(const char* resource, int len) {
     ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
                     errmsg("cannot acquire fencing lock on resource \"%.*s\" in a transaction that changed its fence "
@@ -106,6 +108,8 @@ bool deleted_here(Relation rel, Oid index, std::uint64_t key, const char* resour
                     errhint("Commit or roll back the transaction first, then acquire the resource.")));
     pg_unreachable();
 }
+
+namespace {
 
 // Whether a row of any resource carries this key.
 bool key_in_use(Relation rel, Oid index, std::uint64_t key) {
@@ -287,6 +291,7 @@ StateRow lookup_row(Relation rel, Oid index, std::uint64_t key, const char* reso
         TupleDesc d = RelationGetDescr(rel);
         bool isnull = false;
         row.found = true;
+        row.written_here = written_here(tup->t_data);
         row.token = DatumGetInt64(heap_getattr(tup, kAttToken, d, &isnull));
         row.granted_at = DatumGetInt32(heap_getattr(tup, kAttGrantedAt, d, &isnull));
         row.lease_ms = DatumGetInt32(heap_getattr(tup, kAttLease, d, &isnull));
@@ -338,16 +343,14 @@ bool insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource
                 std::int32_t granted_at, std::int32_t lease_ms) {
     if (deleted_here(rel, index, key, resource, len)) report_changed_here(resource, len);
     // The row is frozen, its index entries are not undone: none may go into
-    // an index this transaction rebuilt (REINDEX), whose rollback would
-    // leave the row out of the old one.
-    List* indexes = RelationGetIndexList(rel);
-    ListCell* lc;
-    foreach (lc, indexes) {
-        Relation irel = index_open(lfirst_oid(lc), RowExclusiveLock);
-        check_storage_kept(irel);
-        index_close(irel, RowExclusiveLock);
+    // an index this transaction made or rebuilt (REINDEX), whose rollback
+    // would leave the row out of the old one.
+    if (TransactionIdIsValid(GetTopTransactionIdIfAny())) {
+        List* indexes = RelationGetIndexList(rel);
+        ListCell* lc;
+        foreach (lc, indexes) refuse_if_defined_here(lfirst_oid(lc));
+        list_free(indexes);
     }
-    list_free(indexes);
     if (const TransactionId writer = row_writer_in_progress(rel, index, key, resource, len);
         TransactionIdIsValid(writer)) {
         XactLockTableWait(writer, nullptr, nullptr, XLTW_None);

@@ -21,6 +21,11 @@ namespace fencing::pg {
 // The resource's row, as this command sees it (found = false when none).
 StateRow lookup_row(Relation rel, Oid index, std::uint64_t key, const char* resource, int len);
 
+// Errors (25000): an acquisition of a resource whose row the current
+// transaction deleted or wrote (a grant, recorded outside the transaction,
+// would not be undone with that change).
+[[noreturn]] void report_changed_here(const char* resource, int len);
+
 // The current time in seconds since 2000-01-01 UTC (the granted_at column).
 std::int32_t now_seconds();
 

@@ -16,6 +16,7 @@
 // A transaction-scoped shared hold also holds a mark (lock_tags.hpp, taken
 // before it waits) that tells fencing.locks its scope: both scopes hold the
 // same lock mode.
+#include "pg/resource_rows.hpp"
 #include "pg/bridge.hpp"
 #include "pg/fence_state.hpp"
 #include "pg/lock_options.hpp"
@@ -126,6 +127,9 @@ bool acquire_shared(const AcquireCall& c, std::int64_t* out) {
             // Under the shared lock no token of the resource is issued: its
             // latest token stays the one read here while the hold lasts.
             const StateRow row = read_state(r.key, r.data, r.len);
+            // (1.2) Not the token of a row version this transaction wrote
+            // by SQL, which its rollback takes back.
+            if (row.written_here) report_changed_here(r.data, r.len);
             if (!row.found)
                 ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                                 errmsg("fencing resource \"%.*s\" has no token", r.len, r.data),
