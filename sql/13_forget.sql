@@ -212,3 +212,21 @@ UPDATE fencing.fence_state SET token = token + 50 WHERE resource = 't13:own';
 SELECT fencing.acquire_xact('t13:own', shared => true);
 ROLLBACK;
 SELECT fencing.acquire('t13:own') > :own1 AS own_granted, fencing.release('t13:own');
+-- Nor when a schema of spare relations is renamed into the place of schema
+-- fencing: renaming a schema writes its own definition, not theirs.
+CREATE SCHEMA t13_spare;
+CREATE SEQUENCE t13_spare.token_seq;
+CREATE TABLE t13_spare.fence_state (key bigint NOT NULL, token bigint NOT NULL, granted_at int NOT NULL,
+  lease_ms int NOT NULL, resource text COLLATE "C" NOT NULL,
+  CONSTRAINT fence_state_pkey PRIMARY KEY (key, resource));
+CREATE TABLE t13_spare.key_secret (secret bytea NOT NULL);
+INSERT INTO t13_spare.key_secret VALUES ('\x000102030405060708090a0b0c0d0e0f');
+BEGIN;
+ALTER SCHEMA fencing RENAME TO t13_fold;
+ALTER SCHEMA t13_spare RENAME TO fencing;
+SELECT t13_fold.acquire('t13:own');
+ROLLBACK;
+SET client_min_messages = warning;
+DROP SCHEMA t13_spare CASCADE;
+RESET client_min_messages;
+SELECT fencing.acquire('t13:own') > :own1 AS own_granted, fencing.release('t13:own');

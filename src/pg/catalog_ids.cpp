@@ -167,6 +167,26 @@ void refuse_if_defined_here(Oid relid) {
 
 void refuse_if_fence_defined_here() {
     if (!TransactionIdIsValid(GetTopTransactionIdIfAny())) return;
+    // The schema first: the relations are found by name in the schema
+    // named fencing, and renaming schemas (ALTER SCHEMA ... RENAME) writes
+    // only its pg_namespace row, not theirs.
+    if (const Oid nsp = fencing_namespace(); OidIsValid(nsp)) {
+        HeapTuple tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
+        if (HeapTupleIsValid(tup)) {
+            const HeapTupleHeader h = tup->t_data;
+            const bool mine =
+                !HeapTupleHeaderXminFrozen(h) && TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(h));
+            ReleaseSysCache(tup);
+            if (mine)
+                ereport(ERROR,
+                        (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+                         errmsg("cannot use fencing locks or tokens in a transaction that changed schema \"fencing\""),
+                         errdetail("This transaction created, altered or renamed the schema now named \"fencing\". "
+                                   "Tokens and grants are recorded outside the transaction, in the relations found "
+                                   "in it, and its rollback would bring back what was there before, without them."),
+                         errhint("Commit or roll back the transaction first.")));
+        }
+    }
     static constexpr FencingRel kRels[] = {FencingRel::fence_state, FencingRel::fence_state_pkey, FencingRel::token_seq,
                                            FencingRel::key_secret};
     for (const FencingRel which : kRels)

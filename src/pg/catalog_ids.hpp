@@ -102,8 +102,9 @@ bool defined_here(Oid relid);
 void refuse_if_defined_here(Oid relid);
 // Errors (25000) when the current transaction wrote the definition of
 // fencing.fence_state, its primary key, fencing.token_seq or
-// fencing.key_secret (or of what stands under those names now). Free in a
-// transaction without a transaction id, which wrote nothing.
+// fencing.key_secret (or of what stands under those names now), or of the
+// schema now named fencing. Free in a transaction without a transaction
+// id, which wrote nothing.
 void refuse_if_fence_defined_here();
 
 // Column numbers of fencing.fence_state.
