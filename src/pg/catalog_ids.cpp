@@ -3,7 +3,11 @@
 #include "pg/catalog_ids.hpp"
 
 extern "C" {
+#include "catalog/dependency.h"
+#include "catalog/index.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_proc.h"
+#include "utils/fmgroids.h"
 }
 
 namespace fencing::pg {
@@ -16,6 +20,7 @@ constexpr const char* kRelNames[kRels] = {"fence_state",     "fence_state_pkey",
                                           "tombstone_runs",  "tombstone_runs_key"};
 
 Oid namespace_oid = InvalidOid;
+Oid extension_oid = InvalidOid;
 Oid rel_oid[kRels] = {};
 std::uint64_t rel_generation[kRels] = {};
 std::uint64_t any_relcache_generation = 0;
@@ -47,6 +52,7 @@ void relcache_callback(Datum, Oid relid) {
 // A schema renamed, dropped or created: every OID found through it goes.
 void namespace_callback(Datum, compat::SyscacheId, uint32) {
     namespace_oid = InvalidOid;
+    extension_oid = InvalidOid;
     for (int i = 0; i < kRels; ++i) forget_relation(i);
     forget_fence();
     enforce_oid = InvalidOid;
@@ -82,17 +88,47 @@ Oid att_type(TupleDesc d, int attno) { return TupleDescAttr(d, attno - 1)->attty
 
 }  // namespace
 
+// The extension's own schema (whatever it is named now), not a schema that
+// took the name fencing: a transaction that renamed schemas would otherwise
+// have the module record grants in relations its rollback takes away.
 Oid fencing_namespace() {
     register_callbacks();
-    if (!OidIsValid(namespace_oid)) namespace_oid = get_namespace_oid("fencing", true);
+    if (!OidIsValid(namespace_oid)) {
+        Relation rel = table_open(ExtensionRelationId, AccessShareLock);
+        ScanKeyData key;
+        ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ, CStringGetDatum("fencing"));
+        SysScanDesc scan = systable_beginscan(rel, ExtensionNameIndexId, true, nullptr, 1, &key);
+        if (const HeapTuple tup = systable_getnext(scan); HeapTupleIsValid(tup)) {
+            const Form_pg_extension ext = reinterpret_cast<Form_pg_extension>(GETSTRUCT(tup));
+            extension_oid = ext->oid;
+            namespace_oid = ext->extnamespace;
+        }
+        systable_endscan(scan);
+        table_close(rel, AccessShareLock);
+    }
     return namespace_oid;
 }
 
+// A relation of the extension's schema with that name, and a member of the
+// extension: one put in its place (renamed, created) is not the module's.
 Oid fencing_relation(FencingRel which) {
     const int i = static_cast<int>(which);
     if (OidIsValid(rel_oid[i])) return rel_oid[i];
     const Oid nsp = fencing_namespace();
-    rel_oid[i] = OidIsValid(nsp) ? get_relname_relid(kRelNames[i], nsp) : InvalidOid;
+    Oid relid = OidIsValid(nsp) ? get_relname_relid(kRelNames[i], nsp) : InvalidOid;
+    if (OidIsValid(relid)) {
+        // An index belongs to the extension through its table.
+        const FencingRel table = which == FencingRel::fence_state_pkey     ? FencingRel::fence_state
+                                 : which == FencingRel::tombstones_pkey    ? FencingRel::tombstones
+                                 : which == FencingRel::tombstone_runs_key ? FencingRel::tombstone_runs
+                                                                           : which;
+        if (table != which) {
+            if (IndexGetRelation(relid, true) != fencing_relation(table)) relid = InvalidOid;
+        } else if (getExtensionOfObject(RelationRelationId, relid) != extension_oid) {
+            relid = InvalidOid;
+        }
+    }
+    rel_oid[i] = relid;
     return rel_oid[i];
 }
 
@@ -140,57 +176,35 @@ std::uint64_t fence_oids_generation() { return fence_generation; }
 
 Oid state_index() { return fence_oids().index; }
 
-bool defined_here(Oid relid) {
-    HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-    if (!HeapTupleIsValid(tup)) return false;
-    const HeapTupleHeader h = tup->t_data;
-    const bool mine =
-        !HeapTupleHeaderXminFrozen(h) && TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(h));
-    ReleaseSysCache(tup);
-    return mine;
+bool made_here(Oid relid) {
+    Relation rel = RelationIdGetRelation(relid);
+    if (rel == nullptr) return false;
+    const bool made = compat::storage_new_in_xact(rel);
+    RelationClose(rel);
+    return made;
 }
 
-void refuse_if_defined_here(Oid relid) {
-    if (!defined_here(relid)) return;
+void refuse_if_made_here(Oid relid) {
+    if (!made_here(relid)) return;
     const char* nsp = get_namespace_name(get_rel_namespace(relid));
     const char* name = get_rel_name(relid);
     ereport(ERROR,
             (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
-             errmsg("cannot use fencing locks or tokens in a transaction that changed \"%s.%s\"", nsp, name),
-             errdetail("This transaction created, altered, renamed or rewrote \"%s.%s\" (CREATE EXTENSION, ALTER, "
-                       "TRUNCATE, CLUSTER, REINDEX, ALTER SEQUENCE ... RESTART). Tokens and grants are recorded "
-                       "outside the transaction, and its rollback would bring back what was there before, without "
-                       "them.",
+             errmsg("cannot use fencing locks or tokens in a transaction that created or rewrote \"%s.%s\"", nsp, name),
+             errdetail("This transaction created \"%s.%s\" or gave it new storage (CREATE EXTENSION, "
+                       "TRUNCATE, CLUSTER, REINDEX, ALTER ... SET TABLESPACE, ALTER SEQUENCE ... RESTART). "
+                       "Tokens and grants are recorded outside the transaction, and its rollback would bring "
+                       "back what was there before, without them.",
                        nsp, name),
              errhint("Commit or roll back the transaction first.")));
 }
 
-void refuse_if_fence_defined_here() {
+void refuse_if_fence_made_here() {
     if (!TransactionIdIsValid(GetTopTransactionIdIfAny())) return;
-    // The schema first: the relations are found by name in the schema
-    // named fencing, and renaming schemas (ALTER SCHEMA ... RENAME) writes
-    // only its pg_namespace row, not theirs.
-    if (const Oid nsp = fencing_namespace(); OidIsValid(nsp)) {
-        HeapTuple tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
-        if (HeapTupleIsValid(tup)) {
-            const HeapTupleHeader h = tup->t_data;
-            const bool mine =
-                !HeapTupleHeaderXminFrozen(h) && TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(h));
-            ReleaseSysCache(tup);
-            if (mine)
-                ereport(ERROR,
-                        (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
-                         errmsg("cannot use fencing locks or tokens in a transaction that changed schema \"fencing\""),
-                         errdetail("This transaction created, altered or renamed the schema now named \"fencing\". "
-                                   "Tokens and grants are recorded outside the transaction, in the relations found "
-                                   "in it, and its rollback would bring back what was there before, without them."),
-                         errhint("Commit or roll back the transaction first.")));
-        }
-    }
-    static constexpr FencingRel kRels[] = {FencingRel::fence_state, FencingRel::fence_state_pkey, FencingRel::token_seq,
+    static constexpr FencingRel kMade[] = {FencingRel::fence_state, FencingRel::fence_state_pkey, FencingRel::token_seq,
                                            FencingRel::key_secret};
-    for (const FencingRel which : kRels)
-        if (const Oid relid = fencing_relation(which); OidIsValid(relid)) refuse_if_defined_here(relid);
+    for (const FencingRel which : kMade)
+        if (const Oid relid = fencing_relation(which); OidIsValid(relid)) refuse_if_made_here(relid);
 }
 
 void check_fence_state_layout(Relation rel) {

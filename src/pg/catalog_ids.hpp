@@ -33,11 +33,13 @@ enum class FencingRel {
     tombstone_runs_key,
 };
 
-// Schema fencing's OID, or InvalidOid.
+// The OID of the extension's schema (named fencing unless renamed), or
+// InvalidOid without the extension.
 Oid fencing_namespace();
 
 // The relation's OID, or InvalidOid when it does not exist (a database
-// without the extension, or still at a version without it).
+// without the extension, or still at a version without it). Only a member
+// of the extension, in its schema, counts.
 Oid fencing_relation(FencingRel which);
 
 // The relation's OID; errors (55000, "fencing extension is not installed in
@@ -90,22 +92,21 @@ Oid state_index();
 
 // Tokens and grants are recorded outside the transaction (the counter's
 // page, the fence state's rows in place or frozen, their index entries), and
-// locks are keyed by the secret: none may rest on a definition of these
-// relations that the current transaction wrote, which its rollback would
-// undo. A transaction writes a relation's pg_class row whenever it creates,
-// alters, renames, moves, truncates, clusters or reindexes it (statistics
-// are written in place and do not count).
+// locks are keyed by the secret: none may go into a relation the current
+// transaction created, or gave new storage (TRUNCATE, CLUSTER, REINDEX, SET
+// TABLESPACE, ALTER SEQUENCE ... RESTART), which its rollback would swap back
+// for what was there before, without them. (A relation renamed or created in
+// the place of one of the module's is not found: fencing_relation() takes
+// only the extension's members, in the extension's schema.)
 //
-// Whether the current transaction wrote RELID's pg_class row.
-bool defined_here(Oid relid);
+// Whether the current transaction created RELID or gave it new storage.
+bool made_here(Oid relid);
 // Errors (25000) when it did.
-void refuse_if_defined_here(Oid relid);
-// Errors (25000) when the current transaction wrote the definition of
-// fencing.fence_state, its primary key, fencing.token_seq or
-// fencing.key_secret (or of what stands under those names now), or of the
-// schema now named fencing. Free in a transaction without a transaction
-// id, which wrote nothing.
-void refuse_if_fence_defined_here();
+void refuse_if_made_here(Oid relid);
+// Errors (25000) when it did so to fencing.fence_state, its primary key,
+// fencing.token_seq or fencing.key_secret. Free in a transaction without a
+// transaction id, which wrote nothing.
+void refuse_if_fence_made_here();
 
 // Column numbers of fencing.fence_state.
 constexpr int kAttKey = 1, kAttToken = 2, kAttGrantedAt = 3, kAttLease = 4, kAttResource = 5;

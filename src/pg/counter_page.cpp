@@ -146,7 +146,7 @@ Issued next_counter_value(Oid seq, std::int64_t floor, core::FloorReach reach) {
     // A counter made in this transaction (ALTER SEQUENCE ... RESTART, or a
     // sequence put in its place) is a new page: its rollback would bring
     // back the old one, below the tokens the new one handed out.
-    refuse_if_fence_defined_here();
+    refuse_if_fence_made_here();
     Relation rel = relation_open(seq, RowExclusiveLock);
     if (rel->rd_rel->relkind != RELKIND_SEQUENCE || !RelationNeedsWAL(rel))
         ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.token_seq is not a logged sequence")));

@@ -238,9 +238,9 @@ bool acquire(FunctionCallInfo fcinfo, bool session, bool try_only, std::int64_t*
     // (1.2) Nor in a retired database (the old primary of a cut-over).
     retirement::refuse_if_retired();
     // (1.2) Nor under a secret this transaction set and may roll back, nor
-    // on a counter, fence state or secret table it defined.
+    // on a counter, fence state or secret table it made.
     refuse_if_secret_new_here();
-    refuse_if_fence_defined_here();
+    refuse_if_fence_made_here();
     const core::LockOptions opts = lock_options_arg(fcinfo, try_only);
     // The supervisor enforces leases and keeps lock-delays.
     if (lease_ms > 0) supervisor::require("leases");
@@ -500,7 +500,7 @@ FENCING_FUNCTION(fencing_validate) {
                  errhint("Acquire the resource with fencing.acquire() and use the token it returns.")));
         std::int64_t token = PG_GETARG_INT64(1);
         refuse_if_secret_new_here();
-        refuse_if_fence_defined_here();
+        refuse_if_fence_made_here();
         // The guard first, then the check: an acquisition that has not yet
         // issued its token now waits for this transaction to end, and one
         // that has issued it makes the check below fail.

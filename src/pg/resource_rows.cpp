@@ -348,7 +348,7 @@ bool insert_row(Relation rel, Oid index, std::uint64_t key, const char* resource
     if (TransactionIdIsValid(GetTopTransactionIdIfAny())) {
         List* indexes = RelationGetIndexList(rel);
         ListCell* lc;
-        foreach (lc, indexes) refuse_if_defined_here(lfirst_oid(lc));
+        foreach (lc, indexes) refuse_if_made_here(lfirst_oid(lc));
         list_free(indexes);
     }
     if (const TransactionId writer = row_writer_in_progress(rel, index, key, resource, len);
