@@ -179,7 +179,7 @@ Oid state_index() { return fence_oids().index; }
 bool made_here(Oid relid) {
     Relation rel = RelationIdGetRelation(relid);
     if (rel == nullptr) return false;
-    const bool made = compat::storage_new_in_xact(rel);
+    const bool made = compat::storage_replaced_in_xact(rel);
     RelationClose(rel);
     return made;
 }
@@ -188,15 +188,13 @@ void refuse_if_made_here(Oid relid) {
     if (!made_here(relid)) return;
     const char* nsp = get_namespace_name(get_rel_namespace(relid));
     const char* name = get_rel_name(relid);
-    ereport(ERROR,
-            (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
-             errmsg("cannot use fencing locks or tokens in a transaction that created or rewrote \"%s.%s\"", nsp, name),
-             errdetail("This transaction created \"%s.%s\" or gave it new storage (CREATE EXTENSION, "
-                       "TRUNCATE, CLUSTER, REINDEX, ALTER ... SET TABLESPACE, ALTER SEQUENCE ... RESTART). "
-                       "Tokens and grants are recorded outside the transaction, and its rollback would bring "
-                       "back what was there before, without them.",
-                       nsp, name),
-             errhint("Commit or roll back the transaction first.")));
+    ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+                    errmsg("cannot use fencing locks or tokens in a transaction that rewrote \"%s.%s\"", nsp, name),
+                    errdetail("This transaction gave \"%s.%s\" new storage (TRUNCATE, CLUSTER, REINDEX, ALTER ... SET "
+                              "TABLESPACE, ALTER SEQUENCE ... RESTART). Tokens and grants are recorded outside the "
+                              "transaction, and its rollback would bring the old storage back without them.",
+                              nsp, name),
+                    errhint("Commit or roll back the transaction first.")));
 }
 
 void refuse_if_fence_made_here() {

@@ -91,15 +91,17 @@ Oid state_index();
 // ---------------------------------------------------------------------------
 
 // Tokens and grants are recorded outside the transaction (the counter's
-// page, the fence state's rows in place or frozen, their index entries), and
-// locks are keyed by the secret: none may go into a relation the current
-// transaction created, or gave new storage (TRUNCATE, CLUSTER, REINDEX, SET
-// TABLESPACE, ALTER SEQUENCE ... RESTART), which its rollback would swap back
-// for what was there before, without them. (A relation renamed or created in
-// the place of one of the module's is not found: fencing_relation() takes
-// only the extension's members, in the extension's schema.)
+// page, the fence state's rows in place or frozen, their index entries):
+// none may go into storage of the module's relations that the current
+// transaction replaced (TRUNCATE, CLUSTER, REINDEX, SET TABLESPACE, ALTER
+// SEQUENCE ... RESTART), which its rollback would swap back for the old
+// storage without them. (A relation renamed or created in the place of one
+// of them is not found: fencing_relation() takes only the extension's
+// members, in the extension's schema. A transaction that created the
+// extension wrote its secret, which refuses its acquisitions:
+// key_secret.hpp.)
 //
-// Whether the current transaction created RELID or gave it new storage.
+// Whether the current transaction gave RELID new storage.
 bool made_here(Oid relid);
 // Errors (25000) when it did.
 void refuse_if_made_here(Oid relid);

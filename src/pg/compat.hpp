@@ -96,18 +96,17 @@ inline RelFile rel_file(Relation rel) {
 #endif
 }
 
-// Whether the relation, or its present storage, was made by the current
-// transaction: created, or given new storage (TRUNCATE, CLUSTER, REINDEX,
-// SET TABLESPACE, ALTER SEQUENCE ... RESTART), so that its rollback brings
-// back what was there before. The relcache's record of it, which
-// RelationNeedsWAL() reads too (16 renamed rd_firstRelfilenodeSubid to
-// rd_firstRelfilelocatorSubid).
-inline bool storage_new_in_xact(Relation rel) {
+// Whether the current transaction gave the relation new storage (TRUNCATE,
+// CLUSTER, REINDEX, SET TABLESPACE, ALTER SEQUENCE ... RESTART), so that its
+// rollback brings the earlier storage back. The relcache's record of it,
+// which RelationNeedsWAL() reads too (16 renamed rd_firstRelfilenodeSubid
+// to rd_firstRelfilelocatorSubid). A relation created in the transaction
+// has none of its own to bring back.
+inline bool storage_replaced_in_xact(Relation rel) {
 #if PG_VERSION_NUM >= 160000
-    return rel->rd_createSubid != InvalidSubTransactionId ||
-           rel->rd_firstRelfilelocatorSubid != InvalidSubTransactionId;
+    return rel->rd_firstRelfilelocatorSubid != InvalidSubTransactionId;
 #else
-    return rel->rd_createSubid != InvalidSubTransactionId || rel->rd_firstRelfilenodeSubid != InvalidSubTransactionId;
+    return rel->rd_firstRelfilenodeSubid != InvalidSubTransactionId;
 #endif
 }
 
