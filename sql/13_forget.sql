@@ -233,3 +233,69 @@ RESET client_min_messages;
 SELECT fencing.current('t13:own') > :own1 AS current_is_the_grant,
        fencing.validate('t13:own', fencing.current('t13:own')) = fencing.current('t13:own') AS held_token_valid,
        fencing.release('t13:own') AS released;
+-- (1.2) Nor in one that made a committed spare a member of the extension
+-- in the place of its own relation (ALTER EXTENSION ... DROP/ADD, a
+-- superuser's): its rollback gives the members back. Before, a grant there
+-- was keyed by the spare secret (a second session's hold of the resource
+-- did not exclude it), or drawn from the spare counter (later tokens were
+-- behind it).
+CREATE TABLE public.t13_ks (secret bytea NOT NULL);
+INSERT INTO public.t13_ks VALUES ('\x00112233445566778899aabbccddeeff');
+CREATE SEQUENCE public.t13_seq;
+BEGIN;
+ALTER EXTENSION fencing DROP TABLE fencing.key_secret;
+ALTER TABLE fencing.key_secret RENAME TO key_secret_real;
+ALTER TABLE public.t13_ks SET SCHEMA fencing;
+ALTER TABLE fencing.t13_ks RENAME TO key_secret;
+ALTER EXTENSION fencing ADD TABLE fencing.key_secret;
+SELECT fencing.try_acquire_xact('t13:own');
+ROLLBACK;
+BEGIN;
+ALTER EXTENSION fencing DROP SEQUENCE fencing.token_seq;
+ALTER SEQUENCE fencing.token_seq RENAME TO token_seq_real;
+ALTER SEQUENCE public.t13_seq SET SCHEMA fencing;
+ALTER SEQUENCE fencing.t13_seq RENAME TO token_seq;
+ALTER EXTENSION fencing ADD SEQUENCE fencing.token_seq;
+SELECT fencing.acquire_xact('t13:own');
+ROLLBACK;
+BEGIN;
+ALTER EXTENSION fencing DROP SEQUENCE fencing.token_seq;
+ALTER SEQUENCE fencing.token_seq RENAME TO token_seq_real;
+CREATE SEQUENCE fencing.token_seq;
+ALTER EXTENSION fencing ADD SEQUENCE fencing.token_seq;
+SELECT fencing.advance_past('pg_class', 1);
+ROLLBACK;
+DROP TABLE public.t13_ks;
+DROP SEQUENCE public.t13_seq;
+-- A fence state put in the place of the extension's, with an index of its
+-- own, leaves the old primary key under its name: not taken for the new
+-- table (55000), also by a session that looked the resource up before.
+-- Before, its scan of the old index read the new table (XX001, or another
+-- resource's row).
+SELECT fencing.current('t13:own') > :own1 AS looked_up;
+BEGIN;
+ALTER EXTENSION fencing DROP TABLE fencing.fence_state;
+ALTER TABLE fencing.fence_state RENAME TO fs_old;
+CREATE TABLE fencing.fence_state (LIKE fencing.fs_old INCLUDING ALL);
+ALTER EXTENSION fencing ADD TABLE fencing.fence_state;
+SELECT fencing.current('t13:own');
+ROLLBACK;
+-- Nor a token returned by advance_past in a transaction that dropped the
+-- extension and created it again: the rollback brings the earlier counter
+-- back, which was behind it. (Its acquisitions are refused by the new
+-- secret; protect() returns no token and works.) A member dropped and added
+-- back, committed, changes nothing.
+BEGIN;
+SAVEPOINT s;
+SET LOCAL client_min_messages = warning;
+DROP EXTENSION fencing CASCADE;
+CREATE EXTENSION fencing;
+CREATE TABLE t13_reinstalled (id int PRIMARY KEY, fence_token fencing.token);
+SELECT fencing.protect('t13_reinstalled');
+SELECT fencing.advance_past('pg_class', 1);
+ROLLBACK;
+ALTER EXTENSION fencing DROP SEQUENCE fencing.token_seq;
+ALTER EXTENSION fencing ADD SEQUENCE fencing.token_seq;
+SELECT fencing.acquire('t13:own') > :own1 AS granted_after_the_members_changed,
+       fencing.current('t13:own') = fencing.validate('t13:own', fencing.current('t13:own')) AS held_token_valid,
+       fencing.release('t13:own') AS released;

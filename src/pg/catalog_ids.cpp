@@ -5,9 +5,11 @@
 extern "C" {
 #include "catalog/dependency.h"
 #include "catalog/index.h"
+#include "catalog/pg_depend.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_proc.h"
 #include "utils/fmgroids.h"
+#include "utils/snapmgr.h"
 }
 
 namespace fencing::pg {
@@ -22,6 +24,10 @@ constexpr const char* kRelNames[kRels] = {"fence_state",     "fence_state_pkey",
 Oid namespace_oid = InvalidOid;
 Oid extension_oid = InvalidOid;
 Oid rel_oid[kRels] = {};
+// The xmin of each relation's membership row in pg_depend, as found.
+TransactionId member_xmin[kRels] = {};
+// The table each index was found on.
+Oid index_table[kRels] = {};
 std::uint64_t rel_generation[kRels] = {};
 std::uint64_t any_relcache_generation = 0;
 Oid enforce_oid = InvalidOid;
@@ -34,6 +40,8 @@ bool callbacks_registered = false;
 
 void forget_relation(int i) {
     rel_oid[i] = InvalidOid;
+    member_xmin[i] = InvalidTransactionId;
+    index_table[i] = InvalidOid;
     ++rel_generation[i];
 }
 
@@ -86,6 +94,70 @@ void register_callbacks() {
 
 Oid att_type(TupleDesc d, int attno) { return TupleDescAttr(d, attno - 1)->atttypid; }
 
+// The extension RELID is a member of (as getExtensionOfObject finds it),
+// and the xmin of that membership row of pg_depend.
+Oid membership_of(Oid relid, TransactionId* xmin) {
+    Oid ext = InvalidOid;
+    *xmin = InvalidTransactionId;
+    Relation rel = table_open(DependRelationId, AccessShareLock);
+    ScanKeyData key[2];
+    ScanKeyInit(&key[0], Anum_pg_depend_classid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(RelationRelationId));
+    ScanKeyInit(&key[1], Anum_pg_depend_objid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+    SysScanDesc scan = systable_beginscan(rel, DependDependerIndexId, true, nullptr, 2, key);
+    HeapTuple tup;
+    while (HeapTupleIsValid(tup = systable_getnext(scan))) {
+        const Form_pg_depend dep = reinterpret_cast<Form_pg_depend>(GETSTRUCT(tup));
+        if (dep->refclassid == ExtensionRelationId && dep->deptype == DEPENDENCY_EXTENSION) {
+            ext = dep->refobjid;
+            *xmin = HeapTupleHeaderGetXmin(tup->t_data);
+            break;
+        }
+    }
+    systable_endscan(scan);
+    table_close(rel, AccessShareLock);
+    return ext;
+}
+
+// The versions of fencing's pg_extension row, by OID when EXT is valid and
+// by name otherwise, that any transaction wrote, whatever their state.
+struct ExtensionVersions {
+    int before = 0;      // inserted before the current transaction
+    int ended_here = 0;  // of those, deleted or updated by it (DROP, UPDATE)
+};
+
+ExtensionVersions extension_versions(Oid ext) {
+    Relation rel = table_open(ExtensionRelationId, AccessShareLock);
+    ScanKeyData key;
+    if (OidIsValid(ext))
+        ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(ext));
+    else
+        ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ, CStringGetDatum("fencing"));
+    SysScanDesc scan = systable_beginscan(rel, OidIsValid(ext) ? ExtensionOidIndexId : ExtensionNameIndexId, true,
+                                          SnapshotAny, 1, &key);
+    ExtensionVersions v;
+    HeapTuple tup;
+    while (HeapTupleIsValid(tup = systable_getnext(scan))) {
+        const HeapTupleHeader h = tup->t_data;
+        if (TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(h))) continue;
+        ++v.before;
+        if (!(h->t_infomask & HEAP_XMAX_INVALID) && !HEAP_XMAX_IS_LOCKED_ONLY(h->t_infomask) &&
+            TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetUpdateXid(h)))
+            ++v.ended_here;
+    }
+    systable_endscan(scan);
+    table_close(rel, AccessShareLock);
+    return v;
+}
+
+// Whether the relation was created by the current transaction.
+bool created_here(Oid relid) {
+    Relation rel = RelationIdGetRelation(relid);
+    if (rel == nullptr) return false;
+    const bool created = rel->rd_createSubid != InvalidSubTransactionId;
+    RelationClose(rel);
+    return created;
+}
+
 }  // namespace
 
 // The extension's own schema (whatever it is named now), not a schema that
@@ -113,18 +185,26 @@ Oid fencing_namespace() {
 // extension: one put in its place (renamed, created) is not the module's.
 Oid fencing_relation(FencingRel which) {
     const int i = static_cast<int>(which);
-    if (OidIsValid(rel_oid[i])) return rel_oid[i];
+    // An index belongs to the extension through its table: it is taken
+    // again when the table found is another one (a table put in the place
+    // of the extension's, with an index of its own, leaves the old index
+    // under the name without a relcache invalidation of it).
+    const FencingRel table = which == FencingRel::fence_state_pkey     ? FencingRel::fence_state
+                             : which == FencingRel::tombstones_pkey    ? FencingRel::tombstones
+                             : which == FencingRel::tombstone_runs_key ? FencingRel::tombstone_runs
+                                                                       : which;
+    const Oid table_oid = table != which ? fencing_relation(table) : InvalidOid;
+    if (OidIsValid(rel_oid[i])) {
+        if (table == which || index_table[i] == table_oid) return rel_oid[i];
+        forget_relation(i);
+    }
     const Oid nsp = fencing_namespace();
     Oid relid = OidIsValid(nsp) ? get_relname_relid(kRelNames[i], nsp) : InvalidOid;
     if (OidIsValid(relid)) {
-        // An index belongs to the extension through its table.
-        const FencingRel table = which == FencingRel::fence_state_pkey     ? FencingRel::fence_state
-                                 : which == FencingRel::tombstones_pkey    ? FencingRel::tombstones
-                                 : which == FencingRel::tombstone_runs_key ? FencingRel::tombstone_runs
-                                                                           : which;
         if (table != which) {
-            if (IndexGetRelation(relid, true) != fencing_relation(table)) relid = InvalidOid;
-        } else if (getExtensionOfObject(RelationRelationId, relid) != extension_oid) {
+            if (!OidIsValid(table_oid) || IndexGetRelation(relid, true) != table_oid) relid = InvalidOid;
+            index_table[i] = table_oid;
+        } else if (membership_of(relid, &member_xmin[i]) != extension_oid) {
             relid = InvalidOid;
         }
     }
@@ -203,6 +283,40 @@ void refuse_if_fence_made_here() {
                                            FencingRel::key_secret};
     for (const FencingRel which : kMade)
         if (const Oid relid = fencing_relation(which); OidIsValid(relid)) refuse_if_made_here(relid);
+    // A member made by ALTER EXTENSION ... ADD in this transaction. The
+    // members CREATE EXTENSION makes (new relations of an extension whose
+    // row, by its OID, is new) go with the extension's own rollback.
+    static constexpr FencingRel kMembers[] = {FencingRel::fence_state, FencingRel::token_seq, FencingRel::key_secret};
+    for (const FencingRel which : kMembers) {
+        const int i = static_cast<int>(which);
+        const Oid relid = fencing_relation(which);
+        if (!OidIsValid(relid) || !TransactionIdIsValid(member_xmin[i]) ||
+            !TransactionIdIsCurrentTransactionId(member_xmin[i]))
+            continue;
+        if (created_here(relid) && extension_versions(extension_oid).before == 0) continue;
+        const char* nsp = get_namespace_name(get_rel_namespace(relid));
+        const char* name = get_rel_name(relid);
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+                 errmsg("cannot use fencing locks or tokens in a transaction that changed the members of extension "
+                        "\"fencing\""),
+                 errdetail("This transaction made \"%s.%s\" a member of the extension (ALTER EXTENSION ... ADD). "
+                           "Tokens and grants are recorded outside the transaction, and its rollback would bring the "
+                           "earlier member back without them.",
+                           nsp ? nsp : "?", name ? name : "?"),
+                 errhint("Commit or roll back the transaction first.")));
+    }
+}
+
+void refuse_if_counter_replaced_here() {
+    if (!TransactionIdIsValid(GetTopTransactionIdIfAny())) return;
+    const Oid seq = fencing_relation(FencingRel::token_seq);
+    if (!OidIsValid(seq) || !created_here(seq) || extension_versions(InvalidOid).ended_here == 0) return;
+    ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+                    errmsg("cannot move the fence token counter in a transaction that dropped extension \"fencing\""),
+                    errdetail("This transaction dropped the extension and created it again. Its rollback would bring "
+                              "the earlier counter back, behind the token returned here."),
+                    errhint("Commit the transaction that creates the extension again first.")));
 }
 
 void check_fence_state_layout(Relation rel) {

@@ -106,9 +106,16 @@ bool made_here(Oid relid);
 // Errors (25000) when it did.
 void refuse_if_made_here(Oid relid);
 // Errors (25000) when it did so to fencing.fence_state, its primary key,
-// fencing.token_seq or fencing.key_secret. Free in a transaction without a
-// transaction id, which wrote nothing.
+// fencing.token_seq or fencing.key_secret, or made one of them a member of
+// the extension (ALTER EXTENSION ... ADD, a superuser's) without creating
+// the extension. Free in a transaction without a transaction id, which
+// wrote nothing.
 void refuse_if_fence_made_here();
+// Errors (25000) when the current transaction dropped the extension and
+// created it again, for a token returned to the caller (advance_past): a
+// rollback brings the earlier counter back, which may be behind it. (Its
+// acquisitions are refused by the new secret: key_secret.hpp.)
+void refuse_if_counter_replaced_here();
 
 // Column numbers of fencing.fence_state.
 constexpr int kAttKey = 1, kAttToken = 2, kAttGrantedAt = 3, kAttLease = 4, kAttResource = 5;

@@ -90,6 +90,9 @@ FENCING_FUNCTION(fencing_advance_past) {
         if (!loading_state && !owns_table(relid))
             ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                             errmsg("must be owner of table %s", get_rel_name(relid))));
+        // A restore's load returns nothing to its caller; a floor the caller
+        // is told of must outlast a rollback.
+        if (!loading_state) refuse_if_counter_replaced_here();
         // The counter is shared by every resource of the database: only a
         // superuser may move it past the clock bound (EXECUTE is not granted
         // to PUBLIC anyway; a role it is granted to, pg_database_owner for
