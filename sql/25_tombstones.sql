@@ -940,6 +940,41 @@ ALTER TABLE tb_pk DROP COLUMN y;
 \echo :SQLSTATE
 ALTER TABLE tb_pk ALTER COLUMN note TYPE varchar(10), ADD CONSTRAINT tb_pk_note CHECK (note <> '');
 ALTER TABLE tb_pk DROP CONSTRAINT tb_pk_pkey, ADD PRIMARY KEY (x, y);
+-- (1.2) The change is judged when its transaction commits: refused there,
+-- unless the table is dropped by then (pg_restore --clean drops the primary
+-- key, then the table) or has its old primary key back. Before, the
+-- ALTER TABLE itself was refused, and such a restore failed.
+BEGIN;
+ALTER TABLE tb_pk DROP CONSTRAINT tb_pk_pkey;
+SELECT count(*) AS primary_keys FROM pg_constraint WHERE conrelid = 'tb_pk'::regclass AND contype = 'p';
+COMMIT;
+\echo :SQLSTATE
+BEGIN;
+ALTER TABLE tb_pk DROP CONSTRAINT tb_pk_pkey;
+ALTER TABLE tb_pk ADD PRIMARY KEY (x, y);
+COMMIT;
+BEGIN;
+ALTER TABLE tb_pk DROP CONSTRAINT tb_pk_pkey;
+SET LOCAL fencing.token = '60';
+INSERT INTO tb_pk VALUES (9, 9, 'z', 60);
+ROLLBACK;
+BEGIN;
+SAVEPOINT s;
+ALTER TABLE tb_pk DROP CONSTRAINT tb_pk_pkey, ADD PRIMARY KEY (y, x);
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+CREATE TABLE tb_pk_gone (x int PRIMARY KEY, fence_token bigint);
+SELECT fencing.protect('tb_pk_gone');
+INSERT INTO tb_pk_gone VALUES (1, 10);
+BEGIN;
+SET LOCAL fencing.token = '50';
+DELETE FROM tb_pk_gone;
+COMMIT;
+BEGIN;
+ALTER TABLE tb_pk_gone DROP CONSTRAINT tb_pk_gone_pkey;
+DROP TABLE tb_pk_gone;
+COMMIT;
+SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'tb_pk'::regclass AND contype = 'p';
 -- Through a parent, to a child whose tombstones are kept under it; and a
 -- table unprotected, whose tombstones count again when it is protected again.
 CREATE TABLE tb_pkc (PRIMARY KEY (x, y)) INHERITS (tb_pk);
@@ -1433,3 +1468,24 @@ SELECT count(*) AS stable_text FROM fencing.tombstones
  WHERE tbl = 'tht'::regclass AND key_hash = combined(hashtextextended('abc', 7378424937766086433));
 DROP TABLE th4, th8, tht;
 DROP FUNCTION combined(bigint);
+
+-- The extension can be dropped in a transaction that wrote or dropped a
+-- table with tombstones (pg_restore --clean --single-transaction drops its
+-- tables, then the extension): the tombstones opened for the transaction are
+-- closed before each utility statement. Before, DROP EXTENSION failed there
+-- (55006, tombstones_pkey "is being used by active queries in this session").
+BEGIN;
+CREATE TABLE t25_drop (id int PRIMARY KEY, fence_token fencing.token NOT NULL);
+SELECT fencing.protect('t25_drop');
+SELECT fencing.use(7);
+INSERT INTO t25_drop VALUES (1), (2);
+SELECT fencing.use(8);
+DELETE FROM t25_drop WHERE id = 1;
+SET LOCAL client_min_messages = warning;
+SAVEPOINT s;
+DROP EXTENSION fencing CASCADE;
+ROLLBACK TO SAVEPOINT s;
+DROP TABLE t25_drop;
+DROP EXTENSION fencing CASCADE;
+ROLLBACK;
+SELECT count(*) AS installed FROM pg_extension WHERE extname = 'fencing';

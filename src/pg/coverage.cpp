@@ -456,11 +456,52 @@ void record_keys(const AlterTableStmt* stmt, ObjectType type) {
     foreach (lc, find_all_inheritors(target, NoLock, nullptr)) record_key(lfirst_oid(lc));
 }
 
+// (1.2) Primary keys changed in the current transaction, each with the
+// fingerprint it had before the transaction's first change of it, judged
+// when the transaction commits or prepares: a table dropped by then (as
+// pg_restore --clean drops its key, then the table) or given its old key
+// back keeps nothing to refuse. In TopTransactionContext.
+List* keys_changed = NIL;  // of KeyBefore*
+bool keys_callback_registered = false;
+
+void judge_changed_keys() {
+    List* changed = keys_changed;
+    keys_changed = NIL;
+    const Oid enforce = changed != NIL ? enforce_function() : InvalidOid;
+    ListCell* lc;
+    foreach (lc, changed) {
+        const KeyBefore* kb = static_cast<const KeyBefore*>(lfirst(lc));
+        if (get_rel_name(kb->relid) == nullptr) continue;
+        if (strcmp(tombstones::key_fingerprint(kb->relid), kb->fingerprint) == 0) continue;
+        const Oid owner = OidIsValid(enforce) ? tombstones::owner_of(kb->relid, enforce) : kb->relid;
+        if (tombstones::has_tombstones(owner) || (owner != kb->relid && tombstones::has_tombstones(kb->relid)))
+            rejections::key_changed(kb->relid, owner);
+    }
+    // What the judgement opened (the transaction's own handle may have been
+    // closed for the commit already).
+    tombstones::close_before_utility();
+}
+
+void keys_xact_callback(XactEvent event, void*) {
+    switch (event) {
+        case XACT_EVENT_PRE_COMMIT:
+        case XACT_EVENT_PARALLEL_PRE_COMMIT:
+        case XACT_EVENT_PRE_PREPARE:
+            if (keys_changed != NIL) judge_changed_keys();
+            break;
+        default:
+            keys_changed = NIL;  // with TopTransactionContext
+            break;
+    }
+}
+
 // At the end of an ALTER TABLE: a primary key it changed (dropped, made
 // again otherwise, a column's type or collation changed, or one given to a
 // table without, whose tombstones were hashed under a primary key no longer
-// known) of a table whose tombstones, or its hierarchy's, exist is refused.
-void check_keys(Oid enforce) {
+// known) is judged at commit (judge_changed_keys): refused there if the
+// table still exists with another key and tombstones of its own or its
+// hierarchy's.
+void check_keys(Oid) {
     List* before = keys_before;
     keys_before = NIL;
     ListCell* lc;
@@ -468,9 +509,20 @@ void check_keys(Oid enforce) {
         const KeyBefore* kb = static_cast<const KeyBefore*>(lfirst(lc));
         if (get_rel_name(kb->relid) == nullptr) continue;
         if (strcmp(tombstones::key_fingerprint(kb->relid), kb->fingerprint) == 0) continue;
-        const Oid owner = OidIsValid(enforce) ? tombstones::owner_of(kb->relid, enforce) : kb->relid;
-        if (tombstones::has_tombstones(owner) || (owner != kb->relid && tombstones::has_tombstones(kb->relid)))
-            rejections::key_changed(kb->relid, owner);
+        bool known = false;
+        ListCell* lc2;
+        foreach (lc2, keys_changed) known = known || static_cast<const KeyBefore*>(lfirst(lc2))->relid == kb->relid;
+        if (known) continue;
+        if (!keys_callback_registered) {
+            RegisterXactCallback(keys_xact_callback, nullptr);
+            keys_callback_registered = true;
+        }
+        MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+        KeyBefore* kept = static_cast<KeyBefore*>(palloc(sizeof(KeyBefore)));
+        kept->relid = kb->relid;
+        kept->fingerprint = pstrdup(kb->fingerprint);
+        keys_changed = lappend(keys_changed, kept);
+        MemoryContextSwitchTo(old);
     }
 }
 

@@ -8,6 +8,7 @@ extern "C" {
 #include "pg/events.hpp"
 #include "pg/lock_tags.hpp"
 #include "pg/supervisor.hpp"
+#include "pg/tombstones.hpp"
 
 namespace fencing::pg {
 
@@ -173,6 +174,7 @@ void count_executor_start(QueryDesc* query, int eflags) {
 void count_utility(PlannedStmt* pstmt, const char* query, bool read_only_tree, ProcessUtilityContext context,
                    ParamListInfo params, QueryEnvironment* env, DestReceiver* dest, QueryCompletion* qc) {
     if (published_any) supervisor::note_statement();
+    tombstones::close_before_utility();
     if (previous_process_utility)
         previous_process_utility(pstmt, query, read_only_tree, context, params, env, dest, qc);
     else

@@ -124,6 +124,14 @@ void xact_callback(XactEvent event, void*) {
     }
 }
 
+}  // namespace
+
+void close_before_utility() {
+    if (current != nullptr) close_handle();
+}
+
+namespace {
+
 Handle* handle() {
     if (current != nullptr) return current;
     if (!xact_callback_registered) {

@@ -170,6 +170,14 @@ std::int64_t remove_table(Oid relid);
 // whose key is being written at the moment; returns how many it removed.
 std::int64_t forget_older_than(TimestampTz cutoff);
 
+// Closes fencing.tombstones and its indexes if the transaction has them
+// open (they stay open from one statement to the next, for the writes of a
+// transaction): before a utility statement, which may drop them (DROP
+// EXTENSION after a write or a DROP TABLE in the same transaction, as
+// pg_restore --clean --single-transaction does) and refuses relations in
+// use. The locks stay until the transaction ends.
+void close_before_utility();
+
 // Releases the key locks SITE holds (those of the current resource owner;
 // the others go with their owner, at the end of the (sub)transaction).
 void release(Site* site);
