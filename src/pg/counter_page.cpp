@@ -148,7 +148,12 @@ Issued next_counter_value(Oid seq, std::int64_t floor, core::FloorReach reach) {
     // back the old one, below the tokens the new one handed out.
     refuse_if_fence_made_here();
     Relation rel = relation_open(seq, RowExclusiveLock);
-    if (rel->rd_rel->relkind != RELKIND_SEQUENCE || !RelationNeedsWAL(rel))
+    // Not unlogged or temporary: crash recovery would reset it. (A counter
+    // this transaction created needs no WAL under wal_level = minimal, as
+    // in a pg_restore --single-transaction: its page is written out at
+    // commit, and the records below are skipped, leaving it unvouched, so
+    // that it resumes as a fresh counter after a crash.)
+    if (rel->rd_rel->relkind != RELKIND_SEQUENCE || rel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT)
         ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("fencing.token_seq is not a logged sequence")));
     // Read before the buffer lock: it may read a catalog.
     const XLogRecPtr born = incarnation_lsn();
