@@ -963,6 +963,29 @@ SAVEPOINT s;
 ALTER TABLE tb_pk DROP CONSTRAINT tb_pk_pkey, ADD PRIMARY KEY (y, x);
 ROLLBACK TO SAVEPOINT s;
 COMMIT;
+-- Nor is one given its old key back after a tombstone was written under
+-- another key in between: that tombstone would not meet its key's INSERTs.
+CREATE TABLE tb_pk_tmp (id int PRIMARY KEY, v text NOT NULL, fence_token bigint);
+SELECT fencing.protect('tb_pk_tmp');
+INSERT INTO tb_pk_tmp VALUES (1, 'x', 10), (2, 'x', 10);
+BEGIN;
+ALTER TABLE tb_pk_tmp DROP CONSTRAINT tb_pk_tmp_pkey, ADD PRIMARY KEY (v, id);
+SET LOCAL fencing.token = '100';
+DELETE FROM tb_pk_tmp WHERE id = 1;
+ALTER TABLE tb_pk_tmp DROP CONSTRAINT tb_pk_tmp_pkey, ADD PRIMARY KEY (id);
+COMMIT;
+\echo :SQLSTATE
+BEGIN;
+ALTER TABLE tb_pk_tmp ALTER COLUMN id TYPE numeric;
+SET LOCAL fencing.token = '100';
+DELETE FROM tb_pk_tmp WHERE id = 2;
+ALTER TABLE tb_pk_tmp ALTER COLUMN id TYPE int;
+COMMIT;
+\echo :SQLSTATE
+-- (Both DELETEs went with their transactions. Before, both committed, and
+-- an INSERT of each key with token 50 went through.)
+SELECT count(*) AS rows_kept FROM tb_pk_tmp;
+DROP TABLE tb_pk_tmp;
 CREATE TABLE tb_pk_gone (x int PRIMARY KEY, fence_token bigint);
 SELECT fencing.protect('tb_pk_gone');
 INSERT INTO tb_pk_gone VALUES (1, 10);

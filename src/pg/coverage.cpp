@@ -459,9 +459,16 @@ void record_keys(const AlterTableStmt* stmt, ObjectType type) {
 // (1.2) Primary keys changed in the current transaction, each with the
 // fingerprint it had before the transaction's first change of it, judged
 // when the transaction commits or prepares: a table dropped by then (as
-// pg_restore --clean drops its key, then the table) or given its old key
-// back keeps nothing to refuse. In TopTransactionContext.
-List* keys_changed = NIL;  // of KeyBefore*
+// pg_restore --clean drops its key, then the table) keeps nothing to
+// refuse, nor one given its old key back, if no tombstone was written
+// since that first change (one hashed under a key in between would not
+// meet its key's INSERTs; any tombstone counts). In TopTransactionContext.
+struct KeyChanged {
+    Oid relid;
+    char* fingerprint;
+    std::uint64_t tombstone_writes;
+};
+List* keys_changed = NIL;  // of KeyChanged*
 bool keys_callback_registered = false;
 
 void judge_changed_keys() {
@@ -470,9 +477,11 @@ void judge_changed_keys() {
     const Oid enforce = changed != NIL ? enforce_function() : InvalidOid;
     ListCell* lc;
     foreach (lc, changed) {
-        const KeyBefore* kb = static_cast<const KeyBefore*>(lfirst(lc));
+        const KeyChanged* kb = static_cast<const KeyChanged*>(lfirst(lc));
         if (get_rel_name(kb->relid) == nullptr) continue;
-        if (strcmp(tombstones::key_fingerprint(kb->relid), kb->fingerprint) == 0) continue;
+        if (strcmp(tombstones::key_fingerprint(kb->relid), kb->fingerprint) == 0 &&
+            tombstones::writes() == kb->tombstone_writes)
+            continue;
         const Oid owner = OidIsValid(enforce) ? tombstones::owner_of(kb->relid, enforce) : kb->relid;
         if (tombstones::has_tombstones(owner) || (owner != kb->relid && tombstones::has_tombstones(kb->relid)))
             rejections::key_changed(kb->relid, owner);
@@ -499,8 +508,8 @@ void keys_xact_callback(XactEvent event, void*) {
 // again otherwise, a column's type or collation changed, or one given to a
 // table without, whose tombstones were hashed under a primary key no longer
 // known) is judged at commit (judge_changed_keys): refused there if the
-// table still exists with another key and tombstones of its own or its
-// hierarchy's.
+// table still exists with tombstones of its own or its hierarchy's, and
+// another key or a tombstone written since the change.
 void check_keys(Oid) {
     List* before = keys_before;
     keys_before = NIL;
@@ -511,16 +520,17 @@ void check_keys(Oid) {
         if (strcmp(tombstones::key_fingerprint(kb->relid), kb->fingerprint) == 0) continue;
         bool known = false;
         ListCell* lc2;
-        foreach (lc2, keys_changed) known = known || static_cast<const KeyBefore*>(lfirst(lc2))->relid == kb->relid;
+        foreach (lc2, keys_changed) known = known || static_cast<const KeyChanged*>(lfirst(lc2))->relid == kb->relid;
         if (known) continue;
         if (!keys_callback_registered) {
             RegisterXactCallback(keys_xact_callback, nullptr);
             keys_callback_registered = true;
         }
         MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
-        KeyBefore* kept = static_cast<KeyBefore*>(palloc(sizeof(KeyBefore)));
+        KeyChanged* kept = static_cast<KeyChanged*>(palloc(sizeof(KeyChanged)));
         kept->relid = kb->relid;
         kept->fingerprint = pstrdup(kb->fingerprint);
+        kept->tombstone_writes = tombstones::writes();
         keys_changed = lappend(keys_changed, kept);
         MemoryContextSwitchTo(old);
     }

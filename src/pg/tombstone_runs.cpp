@@ -112,6 +112,7 @@ bytea* hashes_datum(const std::int64_t* h, int n) {
 // Inserts TUP (a row of the table) and its index entries.
 void insert_tuple(const Rels& r, HeapTuple tup) {
     simple_heap_insert(r.heap, tup);
+    tombstones::note_write();
     const TupleDesc d = RelationGetDescr(r.heap);
     bool isnull = false;
     Datum iv[4] = {heap_getattr(tup, run_att::kTbl, d, &isnull), heap_getattr(tup, run_att::kToken, d, &isnull),

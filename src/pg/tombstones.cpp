@@ -130,6 +130,10 @@ void close_before_utility() {
     if (current != nullptr) close_handle();
 }
 
+std::uint64_t written = 0;
+std::uint64_t writes() { return written; }
+void note_write() { ++written; }
+
 namespace {
 
 Handle* handle() {
@@ -342,6 +346,7 @@ ItemPointerData insert_row(Handle* h, Oid relid, std::uint64_t hash, std::int64_
     values[kAttDeletedAt - 1] = TimestampTzGetDatum(at);
     HeapTuple tup = heap_form_tuple(RelationGetDescr(h->heap), values, nulls);
     simple_heap_insert(h->heap, tup);
+    note_write();
     Datum ivalues[2] = {values[kAttTbl - 1], values[kAttHash - 1]};
     bool inulls[2] = {false, false};
     if (duplicate == nullptr)

@@ -170,6 +170,12 @@ std::int64_t remove_table(Oid relid);
 // whose key is being written at the moment; returns how many it removed.
 std::int64_t forget_older_than(TimestampTz cutoff);
 
+// How many tombstone rows (of fencing.tombstones or fencing.tombstone_runs)
+// this backend has written so far, rolled back or not: a count that only
+// grows. note_write() counts one.
+std::uint64_t writes();
+void note_write();
+
 // Closes fencing.tombstones and its indexes if the transaction has them
 // open (they stay open from one statement to the next, for the writes of a
 // transaction): before a utility statement, which may drop them (DROP
