@@ -986,6 +986,31 @@ COMMIT;
 -- an INSERT of each key with token 50 went through.)
 SELECT count(*) AS rows_kept FROM tb_pk_tmp;
 DROP TABLE tb_pk_tmp;
+-- (1.2) A primary key that depends on a temporary object (a type at any
+-- depth, or the hash function of one) cannot carry tombstones: PostgreSQL
+-- drops the object at the end of its session or transaction (ON COMMIT
+-- DROP), cascading into the key without any event trigger. Before, a key
+-- deleted with token 100 was inserted again with token 50 once a temporary
+-- type had left a composite key column.
+BEGIN;
+CREATE TEMP TABLE t25_tmp (a int) ON COMMIT DROP;
+CREATE TABLE t25_pair_tmp (x int, y pg_temp.t25_tmp);
+CREATE TABLE tb_tmpkey (id t25_pair_tmp PRIMARY KEY, fence_token bigint);
+SAVEPOINT s;
+SELECT fencing.protect('tb_tmpkey');
+\echo :SQLSTATE
+ROLLBACK TO SAVEPOINT s;
+SELECT fencing.protect('tb_tmpkey', tombstones => false);
+INSERT INTO tb_tmpkey VALUES ('(1,"(5)")', 10), ('(2,"(5)")', 10);
+COMMIT;
+SELECT fencing.protect('tb_tmpkey');
+SELECT * FROM fencing.protected WHERE tbl = 'tb_tmpkey'::regclass;
+DROP TABLE tb_tmpkey, t25_pair_tmp;
+CREATE TEMP TABLE t25_tmp2 (a int);
+CREATE TABLE tb_tmpcol (id pg_temp.t25_tmp2 PRIMARY KEY, fence_token bigint);
+SELECT fencing.protect('tb_tmpcol');
+\echo :SQLSTATE
+DROP TABLE tb_tmpcol, t25_tmp2;
 CREATE TABLE tb_pk_gone (x int PRIMARY KEY, fence_token bigint);
 SELECT fencing.protect('tb_pk_gone');
 INSERT INTO tb_pk_gone VALUES (1, 10);

@@ -46,8 +46,11 @@ extern "C" {
 #include "catalog/index.h"
 #include "catalog/pg_am_d.h"
 #include "catalog/pg_amop.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_opfamily.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_trigger.h"
 #include "commands/defrem.h"
 #include "common/hashfn.h"
@@ -220,6 +223,52 @@ Oid unhashable_part(Oid type) {
         ReleaseTupleDesc(d);
     }
     return OidIsValid(part) ? part : base;
+}
+
+// (1.2) Whether OID's row of the syscache CACHE names a temporary schema
+// in the field at OFFSET of its form.
+bool in_temporary_schema(compat::SyscacheId cache, Oid oid, std::size_t offset) {
+    HeapTuple tup = SearchSysCache1(cache, ObjectIdGetDatum(oid));
+    if (!HeapTupleIsValid(tup)) return false;
+    Oid nsp;
+    memcpy(&nsp, reinterpret_cast<const char*>(GETSTRUCT(tup)) + offset, sizeof nsp);
+    ReleaseSysCache(tup);
+    return isAnyTempNamespace(nsp);
+}
+
+bool temporary_function(Oid proc) {
+    return OidIsValid(proc) && in_temporary_schema(PROCOID, proc, offsetof(FormData_pg_proc, pronamespace));
+}
+
+// (1.2) A type within TYPE (itself, a domain's base types, array elements,
+// range subtypes, multiranges' ranges, composite attributes, at any depth)
+// that is in a temporary schema or whose extended hash function is:
+// PostgreSQL drops it at the end of its session (or its transaction, ON
+// COMMIT DROP), and the drop cascades into columns of permanent tables
+// without any event trigger. InvalidOid when none.
+Oid temporary_part(Oid type) {
+    check_stack_depth();
+    HeapTuple tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
+    if (!HeapTupleIsValid(tup)) return InvalidOid;
+    const Form_pg_type t = reinterpret_cast<Form_pg_type>(GETSTRUCT(tup));
+    const bool temp = isAnyTempNamespace(t->typnamespace);
+    const char typtype = t->typtype;
+    const Oid basetype = t->typbasetype;
+    ReleaseSysCache(tup);
+    if (temp) return type;
+    if (typtype == TYPTYPE_DOMAIN) return temporary_part(basetype);
+    if (temporary_function(lookup_type_cache(type, TYPECACHE_HASH_EXTENDED_PROC)->hash_extended_proc)) return type;
+    if (const Oid elem = get_element_type(type); OidIsValid(elem)) return temporary_part(elem);
+    if (const Oid sub = get_range_subtype(type); OidIsValid(sub)) return temporary_part(sub);
+    if (const Oid range = get_multirange_range(type); OidIsValid(range)) return temporary_part(range);
+    Oid part = InvalidOid;
+    if (typtype == TYPTYPE_COMPOSITE) {
+        TupleDesc d = lookup_rowtype_tupdesc(type, -1);
+        for (int i = 0; i < d->natts && !OidIsValid(part); ++i)
+            if (!TupleDescAttr(d, i)->attisdropped) part = temporary_part(TupleDescAttr(d, i)->atttypid);
+        ReleaseTupleDesc(d);
+    }
+    return part;
 }
 
 // The lock of key HASH of relation RELID.
@@ -491,6 +540,27 @@ void plan_key(KeyPlan* plan, Relation rel, Oid* pk_out) {
                     "Its primary key column \"%s\" is of type %s, which has no extended (64-bit) hash function.",
                     NameStr(a->attname), format_type_be(a->atttypid));
             break;
+        }
+        {
+            // (1.2) Nothing the key is hashed by may be dropped by the end
+            // of a session or transaction, out of sight of event triggers.
+            Form_pg_attribute a = TupleDescAttr(desc, att - 1);
+            const Oid coll = idx->rd_indcollation[k];
+            const Oid temp_type = temporary_part(a->atttypid);
+            const bool temp_other =
+                temporary_function(hproc) ||
+                (OidIsValid(coll) &&
+                 in_temporary_schema(COLLOID, coll, offsetof(FormData_pg_collation, collnamespace))) ||
+                in_temporary_schema(OPFAMILYOID, idx->rd_opfamily[k], offsetof(FormData_pg_opfamily, opfnamespace));
+            if (OidIsValid(temp_type) || temp_other) {
+                plan->problem = psprintf(
+                    "Its primary key column \"%s\" depends on %s in a temporary schema, which PostgreSQL drops at "
+                    "the end of its session or transaction without event triggers.",
+                    NameStr(a->attname),
+                    OidIsValid(temp_type) ? psprintf("type %s", format_type_be(temp_type))
+                                          : "a hash function, collation or operator family");
+                break;
+            }
         }
         plan->att[k] = att;
         plan->coll[k] = idx->rd_indcollation[k];
