@@ -1011,6 +1011,45 @@ CREATE TABLE tb_tmpcol (id pg_temp.t25_tmp2 PRIMARY KEY, fence_token bigint);
 SELECT fencing.protect('tb_tmpcol');
 \echo :SQLSTATE
 DROP TABLE tb_tmpcol, t25_tmp2;
+-- Anything the key depends on, at any depth: a temporary collation of a
+-- composite attribute, or a temporary function a permanent type names.
+-- (Terse: the messages name the session's temporary schema.)
+\set VERBOSITY terse
+CREATE COLLATION pg_temp.t25_cc (provider = icu, locale = 'und');
+CREATE TYPE t25_pcoll AS (a int, b text COLLATE pg_temp.t25_cc);
+CREATE TABLE tb_tmpcoll (id t25_pcoll PRIMARY KEY, fence_token bigint);
+SELECT fencing.protect('tb_tmpcoll');
+\echo :SQLSTATE
+CREATE DOMAIN t25_dcoll AS t25_pcoll;
+CREATE TABLE tb_tmpdom (id t25_dcoll[] PRIMARY KEY, fence_token bigint);
+SELECT fencing.protect('tb_tmpdom');
+\echo :SQLSTATE
+DROP TABLE tb_tmpcoll, tb_tmpdom;
+DROP DOMAIN t25_dcoll;
+DROP TYPE t25_pcoll;
+CREATE FUNCTION pg_temp.t25_diff(int, int) RETURNS float8 LANGUAGE sql IMMUTABLE AS 'SELECT ($1 - $2)::float8';
+CREATE TYPE t25_prange AS RANGE (subtype = int, subtype_diff = pg_temp.t25_diff);
+CREATE TABLE tb_tmprange (id t25_prange PRIMARY KEY, fence_token bigint);
+SELECT fencing.protect('tb_tmprange');
+\echo :SQLSTATE
+DROP TABLE tb_tmprange;
+DROP TYPE t25_prange;
+-- Made to depend on one after its tombstones were written (ALTER DOMAIN
+-- ... SET DEFAULT, ALTER TYPE ... SET): a change of the key, refused.
+CREATE DOMAIN t25_dkey AS int;
+CREATE TABLE tb_domkey (id t25_dkey PRIMARY KEY, fence_token bigint);
+SELECT fencing.protect('tb_domkey');
+INSERT INTO tb_domkey VALUES (1, 10);
+BEGIN;
+SET LOCAL fencing.token = '100';
+DELETE FROM tb_domkey;
+COMMIT;
+CREATE FUNCTION pg_temp.t25_one() RETURNS int LANGUAGE sql AS 'SELECT 1';
+ALTER DOMAIN t25_dkey SET DEFAULT pg_temp.t25_one();
+\echo :SQLSTATE
+\set VERBOSITY default
+DROP TABLE tb_domkey;
+DROP DOMAIN t25_dkey;
 CREATE TABLE tb_pk_gone (x int PRIMARY KEY, fence_token bigint);
 SELECT fencing.protect('tb_pk_gone');
 INSERT INTO tb_pk_gone VALUES (1, 10);

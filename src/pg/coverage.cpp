@@ -575,7 +575,7 @@ void ddl_command_end(FunctionCallInfo fcinfo) {
     if (const Node* tree = reinterpret_cast<const EventTriggerData*>(fcinfo->context)->parsetree;
         keys_before != NIL && tree != nullptr &&
         (IsA(tree, AlterTableStmt) || IsA(tree, ViewStmt) || IsA(tree, DropStmt) || IsA(tree, DropOwnedStmt) ||
-         IsA(tree, AlterOpFamilyStmt)))
+         IsA(tree, AlterOpFamilyStmt) || IsA(tree, AlterTypeStmt) || IsA(tree, AlterDomainStmt)))
         check_keys(enforce_function());
     if (!may_change_coverage(reinterpret_cast<const EventTriggerData*>(fcinfo->context)->parsetree)) return;
     const Oid enforce = enforce_function();
@@ -684,6 +684,15 @@ void ddl_command_start(FunctionCallInfo fcinfo) {
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                         errmsg("fencing.ddl_command_start() was not called by the event trigger manager")));
     const EventTriggerData* ev = reinterpret_cast<const EventTriggerData*>(fcinfo->context);
+    if (ev->parsetree != nullptr && (IsA(ev->parsetree, AlterTypeStmt) || IsA(ev->parsetree, AlterDomainStmt))) {
+        // (1.2) ALTER TYPE ... SET (a support function) and ALTER DOMAIN
+        // (a default) may make a key type depend on a temporary object,
+        // which would change the key unseen when PostgreSQL drops it: the
+        // key becomes unusable, a change judged as any other.
+        reset_keys();
+        record_all_with_tombstones();
+        return;
+    }
     if (ev->parsetree != nullptr && IsA(ev->parsetree, AlterOpFamilyStmt)) {
         // ALTER OPERATOR FAMILY ... ADD | DROP FUNCTION may change a key
         // type's hash function.

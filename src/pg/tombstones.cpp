@@ -46,9 +46,11 @@ extern "C" {
 #include "catalog/index.h"
 #include "catalog/pg_am_d.h"
 #include "catalog/pg_amop.h"
-#include "catalog/pg_collation.h"
+#include "catalog/objectaddress.h"
 #include "catalog/pg_constraint.h"
+#include "catalog/pg_depend.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_opfamily.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_trigger.h"
@@ -60,6 +62,7 @@ extern "C" {
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/numeric.h"
+#include "utils/regproc.h"
 #include "utils/fmgroids.h"
 #include "utils/typcache.h"
 }
@@ -240,35 +243,96 @@ bool temporary_function(Oid proc) {
     return OidIsValid(proc) && in_temporary_schema(PROCOID, proc, offsetof(FormData_pg_proc, pronamespace));
 }
 
-// (1.2) A type within TYPE (itself, a domain's base types, array elements,
-// range subtypes, multiranges' ranges, composite attributes, at any depth)
-// that is in a temporary schema or whose extended hash function is:
-// PostgreSQL drops it at the end of its session (or its transaction, ON
-// COMMIT DROP), and the drop cascades into columns of permanent tables
-// without any event trigger. InvalidOid when none.
-Oid temporary_part(Oid type) {
+// (1.2) The extended hash function of a type within TYPE (itself, a
+// domain's base type, array elements, range subtypes, multiranges' ranges,
+// composite attributes, at any depth) that is in a temporary schema: it
+// hashes the key's values, and nothing the key's index depends on leads to
+// it. InvalidOid when none.
+Oid temporary_hash_function(Oid type) {
     check_stack_depth();
-    HeapTuple tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
-    if (!HeapTupleIsValid(tup)) return InvalidOid;
-    const Form_pg_type t = reinterpret_cast<Form_pg_type>(GETSTRUCT(tup));
-    const bool temp = isAnyTempNamespace(t->typnamespace);
-    const char typtype = t->typtype;
-    const Oid basetype = t->typbasetype;
-    ReleaseSysCache(tup);
-    if (temp) return type;
-    if (typtype == TYPTYPE_DOMAIN) return temporary_part(basetype);
-    if (temporary_function(lookup_type_cache(type, TYPECACHE_HASH_EXTENDED_PROC)->hash_extended_proc)) return type;
-    if (const Oid elem = get_element_type(type); OidIsValid(elem)) return temporary_part(elem);
-    if (const Oid sub = get_range_subtype(type); OidIsValid(sub)) return temporary_part(sub);
-    if (const Oid range = get_multirange_range(type); OidIsValid(range)) return temporary_part(range);
-    Oid part = InvalidOid;
-    if (typtype == TYPTYPE_COMPOSITE) {
-        TupleDesc d = lookup_rowtype_tupdesc(type, -1);
-        for (int i = 0; i < d->natts && !OidIsValid(part); ++i)
-            if (!TupleDescAttr(d, i)->attisdropped) part = temporary_part(TupleDescAttr(d, i)->atttypid);
+    const Oid base = getBaseType(type);
+    const Oid proc = lookup_type_cache(base, TYPECACHE_HASH_EXTENDED_PROC)->hash_extended_proc;
+    if (temporary_function(proc)) return proc;
+    if (const Oid elem = get_element_type(base); OidIsValid(elem)) return temporary_hash_function(elem);
+    if (const Oid sub = get_range_subtype(base); OidIsValid(sub)) return temporary_hash_function(sub);
+    if (const Oid range = get_multirange_range(base); OidIsValid(range)) return temporary_hash_function(range);
+    Oid found = InvalidOid;
+    if (get_typtype(base) == TYPTYPE_COMPOSITE) {
+        TupleDesc d = lookup_rowtype_tupdesc(base, -1);
+        for (int i = 0; i < d->natts && !OidIsValid(found); ++i)
+            if (!TupleDescAttr(d, i)->attisdropped) found = temporary_hash_function(TupleDescAttr(d, i)->atttypid);
         ReleaseTupleDesc(d);
     }
-    return part;
+    return found;
+}
+
+// (1.2) Whether START depends, through pg_depend at any depth, on an object
+// in a temporary schema (*FOUND: that object). PostgreSQL drops a session's
+// temporary objects at its end (ON COMMIT DROP tables at commit) with
+// CASCADE and without event triggers, and the drop follows these very rows
+// back: to a key column's type, an attribute of it, a collation, a type's
+// support function. Each object is visited once; a column (a sub-object)
+// leads only through its own rows. Past kMaxDependencies objects it answers
+// true with no object, as a key that cannot be judged.
+constexpr int kMaxDependencies = 4096;
+
+// Adds NEXT to the N objects of SEEN unless it is there; false when full.
+bool add_dependency(ObjectAddress* seen, int* n, const ObjectAddress& next) {
+    for (int j = 0; j < *n; ++j)
+        if (seen[j].classId == next.classId && seen[j].objectId == next.objectId &&
+            seen[j].objectSubId == next.objectSubId)
+            return true;
+    if (*n == kMaxDependencies) return false;
+    seen[(*n)++] = next;
+    return true;
+}
+
+bool temporary_dependency(const ObjectAddress& start, ObjectAddress* found) {
+    ObjectAddress* seen = static_cast<ObjectAddress*>(palloc(sizeof(ObjectAddress) * kMaxDependencies));
+    int n = 0;
+    seen[n++] = start;
+    found->classId = InvalidOid;
+    Relation dep = table_open(DependRelationId, AccessShareLock);
+    bool temporary = false;
+    for (int i = 0; i < n && !temporary; ++i) {
+        const ObjectAddress node = seen[i];
+        ScanKeyData key[3];
+        ScanKeyInit(&key[0], Anum_pg_depend_classid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(node.classId));
+        ScanKeyInit(&key[1], Anum_pg_depend_objid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(node.objectId));
+        ScanKeyInit(&key[2], Anum_pg_depend_objsubid, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(node.objectSubId));
+        SysScanDesc scan =
+            systable_beginscan(dep, DependDependerIndexId, true, nullptr, node.objectSubId != 0 ? 3 : 2, key);
+        HeapTuple tup;
+        while (!temporary && HeapTupleIsValid(tup = systable_getnext(scan))) {
+            const Form_pg_depend d = reinterpret_cast<Form_pg_depend>(GETSTRUCT(tup));
+            if (d->refclassid == NamespaceRelationId && isAnyTempNamespace(d->refobjid)) {
+                *found = node;
+                temporary = true;
+                break;
+            }
+            if (!add_dependency(seen, &n, ObjectAddress{d->refclassid, d->refobjid, d->refobjsubid})) temporary = true;
+        }
+        systable_endscan(scan);
+        // An object's internal parts go with it, and what they depend on
+        // reaches it: a composite type's relation, whose attributes name
+        // their types and collations.
+        ScanKeyData ref[3];
+        ScanKeyInit(&ref[0], Anum_pg_depend_refclassid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(node.classId));
+        ScanKeyInit(&ref[1], Anum_pg_depend_refobjid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(node.objectId));
+        ScanKeyInit(&ref[2], Anum_pg_depend_refobjsubid, BTEqualStrategyNumber, F_INT4EQ,
+                    Int32GetDatum(node.objectSubId));
+        scan = systable_beginscan(dep, DependReferenceIndexId, true, nullptr, 3, ref);
+        while (!temporary && HeapTupleIsValid(tup = systable_getnext(scan))) {
+            const Form_pg_depend d = reinterpret_cast<Form_pg_depend>(GETSTRUCT(tup));
+            if (d->deptype == DEPENDENCY_INTERNAL &&
+                !add_dependency(seen, &n, ObjectAddress{d->classid, d->objid, d->objsubid}))
+                temporary = true;
+        }
+        systable_endscan(scan);
+    }
+    table_close(dep, AccessShareLock);
+    pfree(seen);
+    return temporary;
 }
 
 // The lock of key HASH of relation RELID.
@@ -542,23 +606,14 @@ void plan_key(KeyPlan* plan, Relation rel, Oid* pk_out) {
             break;
         }
         {
-            // (1.2) Nothing the key is hashed by may be dropped by the end
-            // of a session or transaction, out of sight of event triggers.
+            // (1.2) Nor may its hash function, at any depth of its type.
             Form_pg_attribute a = TupleDescAttr(desc, att - 1);
-            const Oid coll = idx->rd_indcollation[k];
-            const Oid temp_type = temporary_part(a->atttypid);
-            const bool temp_other =
-                temporary_function(hproc) ||
-                (OidIsValid(coll) &&
-                 in_temporary_schema(COLLOID, coll, offsetof(FormData_pg_collation, collnamespace))) ||
-                in_temporary_schema(OPFAMILYOID, idx->rd_opfamily[k], offsetof(FormData_pg_opfamily, opfnamespace));
-            if (OidIsValid(temp_type) || temp_other) {
+            const Oid temp_fn = temporary_function(hproc) ? hproc : temporary_hash_function(a->atttypid);
+            if (OidIsValid(temp_fn)) {
                 plan->problem = psprintf(
-                    "Its primary key column \"%s\" depends on %s in a temporary schema, which PostgreSQL drops at "
-                    "the end of its session or transaction without event triggers.",
-                    NameStr(a->attname),
-                    OidIsValid(temp_type) ? psprintf("type %s", format_type_be(temp_type))
-                                          : "a hash function, collation or operator family");
+                    "Its primary key column \"%s\" is hashed with function %s, in a temporary schema, which "
+                    "PostgreSQL drops at the end of its session without event triggers.",
+                    NameStr(a->attname), format_procedure(temp_fn));
                 break;
             }
         }
@@ -568,6 +623,20 @@ void plan_key(KeyPlan* plan, Relation rel, Oid* pk_out) {
     }
     index_close(idx, AccessShareLock);
     if (plan->problem != nullptr) return;
+    // (1.2) Nor on anything else in a temporary schema, at any depth: the
+    // key's index reaches its columns, their types (and their attributes'),
+    // collations and operator classes, and what those depend on.
+    ObjectAddress temp;
+    if (temporary_dependency(ObjectAddress{RelationRelationId, pk, 0}, &temp)) {
+        plan->problem =
+            OidIsValid(temp.classId)
+                ? psprintf(
+                      "Its primary key depends on %s, in a temporary schema, which PostgreSQL drops at the end "
+                      "of its session (or transaction) without event triggers.",
+                      getObjectDescription(&temp, false))
+                : "Its primary key depends on more objects than can be checked for temporary ones.";
+        return;
+    }
     plan->natts = n;
     plan->usable = true;
 }
