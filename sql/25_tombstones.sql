@@ -1047,7 +1047,33 @@ COMMIT;
 CREATE FUNCTION pg_temp.t25_one() RETURNS int LANGUAGE sql AS 'SELECT 1';
 ALTER DOMAIN t25_dkey SET DEFAULT pg_temp.t25_one();
 \echo :SQLSTATE
+-- A key type's hash function made to depend on one (CREATE OR REPLACE
+-- FUNCTION with a body that reads a temporary table): its drop would take
+-- the hash function with it, and a default operator class created then
+-- would hash otherwise: changes of the key (CREATE OPERATOR CLASS is judged
+-- as one too).
+CREATE FUNCTION t25_mh(money) RETURNS int IMMUTABLE STRICT LANGUAGE sql
+  BEGIN ATOMIC SELECT hashint8(($1)::numeric::int8); END;
+CREATE FUNCTION t25_mhx(money, int8) RETURNS int8 IMMUTABLE STRICT LANGUAGE sql
+  BEGIN ATOMIC SELECT hashint8extended(($1)::numeric::int8, $2); END;
+CREATE OPERATOR CLASS t25_money_hash DEFAULT FOR TYPE money USING hash AS
+  OPERATOR 1 =, FUNCTION 1 t25_mh(money), FUNCTION 2 t25_mhx(money, int8);
+CREATE TABLE tb_money (k money PRIMARY KEY, fence_token bigint);
+SELECT fencing.protect('tb_money');
+INSERT INTO tb_money VALUES (1, 10), (2, 10);
+BEGIN;
+SET LOCAL fencing.token = '101';
+DELETE FROM tb_money WHERE k = 1::money;
+COMMIT;
+CREATE TEMP TABLE t25_salt (z int8);
+CREATE OR REPLACE FUNCTION t25_mhx(money, int8) RETURNS int8 IMMUTABLE STRICT LANGUAGE sql
+  BEGIN ATOMIC SELECT hashint8extended(($1)::numeric::int8, $2) FROM pg_temp.t25_salt LIMIT 1; END;
+\echo :SQLSTATE
 \set VERBOSITY default
+DROP TABLE tb_money, t25_salt;
+DROP OPERATOR CLASS t25_money_hash USING hash;
+DROP OPERATOR FAMILY t25_money_hash USING hash;
+DROP FUNCTION t25_mh(money), t25_mhx(money, int8);
 DROP TABLE tb_domkey;
 DROP DOMAIN t25_dkey;
 CREATE TABLE tb_pk_gone (x int PRIMARY KEY, fence_token bigint);

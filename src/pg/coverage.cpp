@@ -544,7 +544,8 @@ void check_keys(Oid) {
 bool may_change_coverage(const Node* parsetree) {
     if (parsetree == nullptr) return true;
     if (IsA(parsetree, ViewStmt) || IsA(parsetree, DropStmt) || IsA(parsetree, DropOwnedStmt) ||
-        IsA(parsetree, AlterOpFamilyStmt))
+        IsA(parsetree, AlterOpFamilyStmt) || IsA(parsetree, AlterDomainStmt) || IsA(parsetree, CreateOpClassStmt) ||
+        IsA(parsetree, CreateFunctionStmt))
         return false;
     if (IsA(parsetree, CreateStmt) || IsA(parsetree, CreateForeignTableStmt)) {
         const CreateStmt* c = reinterpret_cast<const CreateStmt*>(parsetree);
@@ -575,7 +576,8 @@ void ddl_command_end(FunctionCallInfo fcinfo) {
     if (const Node* tree = reinterpret_cast<const EventTriggerData*>(fcinfo->context)->parsetree;
         keys_before != NIL && tree != nullptr &&
         (IsA(tree, AlterTableStmt) || IsA(tree, ViewStmt) || IsA(tree, DropStmt) || IsA(tree, DropOwnedStmt) ||
-         IsA(tree, AlterOpFamilyStmt) || IsA(tree, AlterTypeStmt) || IsA(tree, AlterDomainStmt)))
+         IsA(tree, AlterOpFamilyStmt) || IsA(tree, AlterTypeStmt) || IsA(tree, AlterDomainStmt) ||
+         IsA(tree, CreateOpClassStmt) || IsA(tree, CreateFunctionStmt)))
         check_keys(enforce_function());
     if (!may_change_coverage(reinterpret_cast<const EventTriggerData*>(fcinfo->context)->parsetree)) return;
     const Oid enforce = enforce_function();
@@ -684,11 +686,17 @@ void ddl_command_start(FunctionCallInfo fcinfo) {
         ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
                         errmsg("fencing.ddl_command_start() was not called by the event trigger manager")));
     const EventTriggerData* ev = reinterpret_cast<const EventTriggerData*>(fcinfo->context);
-    if (ev->parsetree != nullptr && (IsA(ev->parsetree, AlterTypeStmt) || IsA(ev->parsetree, AlterDomainStmt))) {
-        // (1.2) ALTER TYPE ... SET (a support function) and ALTER DOMAIN
-        // (a default) may make a key type depend on a temporary object,
+    if (ev->parsetree != nullptr && (IsA(ev->parsetree, AlterTypeStmt) || IsA(ev->parsetree, AlterDomainStmt) ||
+                                     IsA(ev->parsetree, CreateOpClassStmt) ||
+                                     (IsA(ev->parsetree, CreateFunctionStmt) &&
+                                      reinterpret_cast<const CreateFunctionStmt*>(ev->parsetree)->replace))) {
+        // (1.2) ALTER TYPE ... SET (a support function), ALTER DOMAIN (a
+        // default) and CREATE OR REPLACE FUNCTION (a body that reads a
+        // temporary table) may make a key depend on a temporary object,
         // which would change the key unseen when PostgreSQL drops it: the
-        // key becomes unusable, a change judged as any other.
+        // key becomes unusable, a change judged as any other. CREATE
+        // OPERATOR CLASS ... DEFAULT may give a key type another hash
+        // function.
         reset_keys();
         record_all_with_tombstones();
         return;

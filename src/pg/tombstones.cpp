@@ -228,44 +228,6 @@ Oid unhashable_part(Oid type) {
     return OidIsValid(part) ? part : base;
 }
 
-// (1.2) Whether OID's row of the syscache CACHE names a temporary schema
-// in the field at OFFSET of its form.
-bool in_temporary_schema(compat::SyscacheId cache, Oid oid, std::size_t offset) {
-    HeapTuple tup = SearchSysCache1(cache, ObjectIdGetDatum(oid));
-    if (!HeapTupleIsValid(tup)) return false;
-    Oid nsp;
-    memcpy(&nsp, reinterpret_cast<const char*>(GETSTRUCT(tup)) + offset, sizeof nsp);
-    ReleaseSysCache(tup);
-    return isAnyTempNamespace(nsp);
-}
-
-bool temporary_function(Oid proc) {
-    return OidIsValid(proc) && in_temporary_schema(PROCOID, proc, offsetof(FormData_pg_proc, pronamespace));
-}
-
-// (1.2) The extended hash function of a type within TYPE (itself, a
-// domain's base type, array elements, range subtypes, multiranges' ranges,
-// composite attributes, at any depth) that is in a temporary schema: it
-// hashes the key's values, and nothing the key's index depends on leads to
-// it. InvalidOid when none.
-Oid temporary_hash_function(Oid type) {
-    check_stack_depth();
-    const Oid base = getBaseType(type);
-    const Oid proc = lookup_type_cache(base, TYPECACHE_HASH_EXTENDED_PROC)->hash_extended_proc;
-    if (temporary_function(proc)) return proc;
-    if (const Oid elem = get_element_type(base); OidIsValid(elem)) return temporary_hash_function(elem);
-    if (const Oid sub = get_range_subtype(base); OidIsValid(sub)) return temporary_hash_function(sub);
-    if (const Oid range = get_multirange_range(base); OidIsValid(range)) return temporary_hash_function(range);
-    Oid found = InvalidOid;
-    if (get_typtype(base) == TYPTYPE_COMPOSITE) {
-        TupleDesc d = lookup_rowtype_tupdesc(base, -1);
-        for (int i = 0; i < d->natts && !OidIsValid(found); ++i)
-            if (!TupleDescAttr(d, i)->attisdropped) found = temporary_hash_function(TupleDescAttr(d, i)->atttypid);
-        ReleaseTupleDesc(d);
-    }
-    return found;
-}
-
 // (1.2) Whether START depends, through pg_depend at any depth, on an object
 // in a temporary schema (*FOUND: that object). PostgreSQL drops a session's
 // temporary objects at its end (ON COMMIT DROP tables at commit) with
@@ -333,6 +295,32 @@ bool temporary_dependency(const ObjectAddress& start, ObjectAddress* found) {
     table_close(dep, AccessShareLock);
     pfree(seen);
     return temporary;
+}
+
+// (1.2) The extended hash function of a type within TYPE (itself, a
+// domain's base type, array elements, range subtypes, multiranges' ranges,
+// composite attributes, at any depth) that depends on a temporary object
+// (temporary_dependency: a function in a temporary schema, or one whose
+// body reads a temporary table): its drop would take the function, and the
+// key would hash otherwise. No dependency of the key's index leads to it.
+// InvalidOid when none.
+Oid temporary_hash_function(Oid type) {
+    check_stack_depth();
+    const Oid base = getBaseType(type);
+    const Oid proc = lookup_type_cache(base, TYPECACHE_HASH_EXTENDED_PROC)->hash_extended_proc;
+    ObjectAddress temp;
+    if (OidIsValid(proc) && temporary_dependency(ObjectAddress{ProcedureRelationId, proc, 0}, &temp)) return proc;
+    if (const Oid elem = get_element_type(base); OidIsValid(elem)) return temporary_hash_function(elem);
+    if (const Oid sub = get_range_subtype(base); OidIsValid(sub)) return temporary_hash_function(sub);
+    if (const Oid range = get_multirange_range(base); OidIsValid(range)) return temporary_hash_function(range);
+    Oid found = InvalidOid;
+    if (get_typtype(base) == TYPTYPE_COMPOSITE) {
+        TupleDesc d = lookup_rowtype_tupdesc(base, -1);
+        for (int i = 0; i < d->natts && !OidIsValid(found); ++i)
+            if (!TupleDescAttr(d, i)->attisdropped) found = temporary_hash_function(TupleDescAttr(d, i)->atttypid);
+        ReleaseTupleDesc(d);
+    }
+    return found;
 }
 
 // The lock of key HASH of relation RELID.
@@ -608,11 +596,14 @@ void plan_key(KeyPlan* plan, Relation rel, Oid* pk_out) {
         {
             // (1.2) Nor may its hash function, at any depth of its type.
             Form_pg_attribute a = TupleDescAttr(desc, att - 1);
-            const Oid temp_fn = temporary_function(hproc) ? hproc : temporary_hash_function(a->atttypid);
+            ObjectAddress temp;
+            const Oid temp_fn = temporary_dependency(ObjectAddress{ProcedureRelationId, hproc, 0}, &temp)
+                                    ? hproc
+                                    : temporary_hash_function(a->atttypid);
             if (OidIsValid(temp_fn)) {
                 plan->problem = psprintf(
-                    "Its primary key column \"%s\" is hashed with function %s, in a temporary schema, which "
-                    "PostgreSQL drops at the end of its session without event triggers.",
+                    "Its primary key column \"%s\" is hashed with function %s, which depends on a temporary object "
+                    "that PostgreSQL drops at the end of its session without event triggers.",
                     NameStr(a->attname), format_procedure(temp_fn));
                 break;
             }
