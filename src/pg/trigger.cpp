@@ -426,18 +426,21 @@ Datum judge(FunctionCallInfo fcinfo, TriggerData* td, CallSite* cs) {
             rejections::temporary_with_tombstones(rel, trig->tgname);
         if (unlikely(!cs->key.built))
             cs->tombstone_owner = tombstones::prepare(&cs->key, rel, fcinfo->flinfo->fn_oid, fcinfo->flinfo->fn_mcxt);
-        if (unlikely(!cs->key.usable)) rejections::no_usable_key(rel, cs->key.problem);
+        // (1.2) A table without tombstones, or without one whose token is
+        // as great as the INSERT's: nothing to look up (its transaction is
+        // refused at commit if one that may reject it was recorded since).
+        const bool insert_skips = ev == core::WriteEvent::insert && !replicated &&
+                                  pg::tombstone_summary::insert_may_skip(cs->tombstone_owner, tombstones::survey,
+                                                                         row_token ? row_token : setting);
+        // So such an INSERT needs no usable key either (a parallel
+        // pg_restore loads partitions whose primary keys come later); every
+        // other write does.
+        if (unlikely(!cs->key.usable) && !insert_skips) rejections::no_usable_key(rel, cs->key.problem);
         if (unlikely(OidIsValid(cs->key.other_owner)))
             rejections::two_hierarchies(RelationGetRelid(rel), cs->tombstone_owner, cs->key.other_owner);
         switch (ev) {
             case core::WriteEvent::insert:
-                // (1.2) A table without tombstones, or without one whose
-                // token is as great as the INSERT's: nothing to look up (its
-                // transaction is refused at commit if one that may reject it
-                // was recorded since).
-                if (!replicated && pg::tombstone_summary::insert_may_skip(cs->tombstone_owner, tombstones::survey,
-                                                                          row_token ? row_token : setting))
-                    break;
+                if (insert_skips) break;
                 new_key = tombstones::hash_key(&cs->key, rel, td->tg_trigtuple);
                 deleted = tombstones::claim(
                     cs->tombstone_owner, new_key,
