@@ -116,13 +116,15 @@ is($node->safe_psql('app', 'SELECT count(*) FROM r WHERE id = 9'), '0', 'neither
 
 # An INSERT with a newer token skips the lookup: another transaction's
 # tombstone with a token as great, recorded before its commit, refuses it.
+# (DELETE_TABLE: the table the DELETE is run on, TABLE's own by default.)
 sub refused_by_concurrent_delete
 {
-	my ($table, $insert_token, $delete_token, $delete_id) = @_;
+	my ($table, $insert_token, $delete_token, $delete_id, $delete_table) = @_;
+	$delete_table //= $table;
 	my $s1 = $node->background_psql('app', on_error_stop => 0);
 	$s1->query_safe("BEGIN; INSERT INTO $table VALUES (1000000, $insert_token)");
 	$node->safe_psql('app',
-		"BEGIN; SET LOCAL fencing.token = '$delete_token'; DELETE FROM $table WHERE id = $delete_id; COMMIT");
+		"BEGIN; SET LOCAL fencing.token = '$delete_token'; DELETE FROM $delete_table WHERE id = $delete_id; COMMIT");
 	$s1->{stderr} = '';
 	$s1->query('COMMIT');
 	my $refused = $s1->{stderr} =~ /could not check the inserted keys/ ? 1 : 0;
@@ -137,6 +139,73 @@ is(refused_by_concurrent_delete('big', 30, 40, 100002), 0,
 	'a table with more than 100,000 rows of tombstones looks every key up after a restart (no refusal at commit)');
 is(refused_by_concurrent_delete('bigrun', 30, 40, 100002), 1,
 	'one with 100,001 tombstones in fewer rows (runs) is tracked: its INSERT skipped the lookup, refused at commit');
+
+# ---- tables without a usable primary key (1.2) ------------------------------------
+# An INSERT that no tombstone could reject needs no key. The order of a
+# parallel pg_restore: a partitioned table's check (cloned onto its
+# partitions) before a partition's rows, whose primary key comes after them
+# (pg_dump's statements). Nothing was deleted yet: the rows go in.
+$node->safe_psql('app', q{
+  CREATE TABLE ev (region text NOT NULL, id int NOT NULL, fence_token bigint) PARTITION BY LIST (region);
+  CREATE TABLE ev_eu (region text NOT NULL, id int NOT NULL, fence_token bigint);
+  CREATE TABLE ev_us (region text NOT NULL, id int NOT NULL, fence_token bigint);
+  ALTER TABLE ONLY ev ATTACH PARTITION ev_eu FOR VALUES IN ('eu');
+  ALTER TABLE ONLY ev ATTACH PARTITION ev_us FOR VALUES IN ('us');
+  ALTER TABLE ONLY ev ADD CONSTRAINT ev_pkey PRIMARY KEY (region, id);
+  CREATE TRIGGER "~fencing_enforce" BEFORE INSERT OR DELETE OR UPDATE ON ev
+    FOR EACH ROW EXECUTE FUNCTION fencing.enforce('fence_token', 'false', 'error', 'true', 'true');
+  ALTER TABLE ev ENABLE ALWAYS TRIGGER "~fencing_enforce";
+});
+($rc, $out, $err) = $node->psql('app', "COPY ev_eu FROM STDIN;\neu\t1\t40\neu\t2\t41\n\\.\n"
+	  . "INSERT INTO ev_us SELECT 'us', g, 42 FROM generate_series(1, 100) g;");
+is($err, '', 'restore order: COPY and INSERT into partitions without primary keys, under the check, go in');
+is($node->safe_psql('app', 'SELECT count(*) FROM ev'), '102', 'restore order: every row landed');
+$node->safe_psql('app', q{
+  ALTER TABLE ONLY ev_eu ADD CONSTRAINT ev_eu_pkey PRIMARY KEY (region, id);
+  ALTER INDEX ev_pkey ATTACH PARTITION ev_eu_pkey;
+  ALTER TABLE ONLY ev_us ADD CONSTRAINT ev_us_pkey PRIMARY KEY (region, id);
+  ALTER INDEX ev_pkey ATTACH PARTITION ev_us_pkey;
+  BEGIN; SET LOCAL fencing.token = '100'; DELETE FROM ev WHERE region = 'eu' AND id = 1; COMMIT;
+});
+($rc, $out, $err) = $node->psql('app', "INSERT INTO ev VALUES ('eu', 1, 50)");
+like($err, qr/stale fence token/, 'restore order: with the keys in place, a deleted key comes back only with a newer token (23T01)');
+$node->safe_psql('app', "INSERT INTO ev VALUES ('eu', 1, 101)");
+
+# A table whose primary key is dropped (in a transaction that then rolls
+# back: the key change with tombstones is refused at commit), with a
+# tombstone of 50: an INSERT with 60 goes in, one with 50 needs the key.
+$node->safe_psql('app', q{
+  CREATE TABLE kl (id int PRIMARY KEY, fence_token fencing.token);
+  SELECT fencing.protect('kl');
+  INSERT INTO kl VALUES (1, 10), (2, 10);
+  BEGIN; SET LOCAL fencing.token = '50'; DELETE FROM kl WHERE id = 1; COMMIT;
+});
+is($node->safe_psql('app', q{BEGIN; ALTER TABLE kl DROP CONSTRAINT kl_pkey; INSERT INTO kl VALUES (9, 60);
+	SELECT count(*) FROM kl WHERE id = 9; ROLLBACK;}), '1',
+	'without its key, an INSERT that the table\'s tombstone (50) cannot reject goes in (60)');
+($rc, $out, $err) = $node->psql('app', q{BEGIN; ALTER TABLE kl DROP CONSTRAINT kl_pkey; INSERT INTO kl VALUES (8, 50); ROLLBACK;});
+like($err, qr/protected with tombstones but has no usable primary key/, 'one that it could reject (50) is refused (55000)');
+($rc, $out, $err) = $node->psql('app', q{BEGIN; ALTER TABLE kl DROP CONSTRAINT kl_pkey; SET LOCAL fencing.token = '60';
+	DELETE FROM kl; ROLLBACK;});
+like($err, qr/protected with tombstones but has no usable primary key/, 'and so is a fenced DELETE (55000)');
+
+# A keyless inheritance child whose INSERT skipped its lookup: a tombstone
+# recorded meanwhile elsewhere in the hierarchy, with a token as great,
+# refuses its transaction at commit (40001); an older one does not.
+$node->safe_psql('app', q{
+  CREATE TABLE kp (id int PRIMARY KEY, fence_token fencing.token);
+  CREATE TABLE kc (PRIMARY KEY (id)) INHERITS (kp);
+  SELECT fencing.protect('kp');
+  INSERT INTO kp SELECT g, 10 FROM generate_series(1, 3) g;
+  ALTER TABLE kc DROP CONSTRAINT kc_pkey;
+});
+is(refused_by_concurrent_delete('kc', 30, 40, 1, 'ONLY kp'), 1,
+	'a keyless child\'s INSERT (30) is refused at commit by a DELETE at 40 in its hierarchy meanwhile');
+is(refused_by_concurrent_delete('kc', 50, 45, 2, 'ONLY kp'), 0, 'not by one at 45 below its 50');
+is($node->safe_psql('app', 'SELECT fence_token FROM kc WHERE id = 1000000'), '50', 'that row landed');
+($rc, $out, $err) = $node->psql('app', "INSERT INTO kc VALUES (1, 40)");
+like($err, qr/protected with tombstones but has no usable primary key/,
+	'an INSERT that the tombstone of 40 could reject needs the key the child lacks (55000)');
 
 $node->stop;
 done_testing();
